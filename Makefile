@@ -1,0 +1,33 @@
+# Loam Router. `make test` is the README's test command; `.ci/run` calls it.
+GO       ?= go
+PKGS     ?= ./...
+FUZZTIME ?= 10s
+BENCH    ?= .
+
+.PHONY: test bench fuzz lint demo
+
+# Every package, race detector on. Tests that need Postgres or Redis start their own servers
+# on 127.0.0.1 in temp dirs from the binaries on this machine; they skip with
+# "skipped: needs <thing>" when a binary is missing, unless LOAM_REQUIRE_REAL=1 (set by
+# .ci/run), which turns every such skip into a failure.
+test:
+	$(GO) test -race -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+
+# A short run of every fuzz target (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+demo:
+	$(GO) run ./driver/cmd/loamrouter demo
