@@ -3,14 +3,14 @@ module loam.dev/router
 go 1.26
 
 require (
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/stretchr/testify v1.12.1
+	github.com/valkey-io/valkey-go v1.0.79
 	pgregory.net/rapid v1.3.0
 )
 
 require (
-	github.com/cockroachdb/datadriven v1.0.3 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
