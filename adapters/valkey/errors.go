@@ -34,7 +34,9 @@ type ServerError struct {
 	Msg    string // the whole reply
 }
 
-func (e *ServerError) Error() string { return fmt.Sprintf("valkey: %s: server replied %s", e.Op, e.Msg) }
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("valkey: %s: server replied %s", e.Op, e.Msg)
+}
 
 // wrap turns a client error into a ServerError when the server sent it, keeping other errors
 // (network, context) as they are, with the operation named.

@@ -128,7 +128,7 @@ return 1
 // EVAL on NOSCRIPT on whichever node answered, which is the per-node cache fallback the seed
 // requires (a failover, SCRIPT FLUSH, restart or slot move all empty a node's cache).
 type scripts struct {
-	acquire                             map[fencing.Version]*valkeygo.Lua
+	acquire                            map[fencing.Version]*valkeygo.Lua
 	renew, release, validate, backfill *valkeygo.Lua
 }
 
