@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
@@ -29,6 +30,8 @@ type Directory struct {
 	cluster bool
 	// Retry is used for TRYAGAIN; zero Attempts means DefaultRetry.
 	Retry Retry
+	// TryAgains counts TRYAGAIN replies retried, for metrics (a slot was split by a migration).
+	TryAgains atomic.Int64
 }
 
 // NewDirectory returns the directory of a pod running version v. A cluster client is refused
@@ -152,10 +155,10 @@ func (d *Directory) exec(ctx context.Context, op string, s *valkeygo.Lua, keys, 
 			return valkeygo.ValkeyResult{}, fmt.Errorf("valkey: %s: %w", op, err)
 		}
 	}
-	return execRetry(ctx, d.client, d.Retry, op, s, keys, args)
+	return execRetry(ctx, d.client, d.Retry, &d.TryAgains, op, s, keys, args)
 }
 
-func execRetry(ctx context.Context, c valkeygo.Client, r Retry, op string, s *valkeygo.Lua, keys, args []string) (valkeygo.ValkeyResult, error) {
+func execRetry(ctx context.Context, c valkeygo.Client, r Retry, tries *atomic.Int64, op string, s *valkeygo.Lua, keys, args []string) (valkeygo.ValkeyResult, error) {
 	if r.Attempts <= 0 {
 		r = DefaultRetry
 	}
@@ -166,6 +169,7 @@ func execRetry(ctx context.Context, c valkeygo.Client, r Retry, op string, s *va
 			return res, nil
 		}
 		if ve, ok := valkeygo.IsValkeyErr(err); ok && ve.IsTryAgain() {
+			tries.Add(1)
 			if attempt >= r.Attempts {
 				return res, fmt.Errorf("valkey: %s: %w (%d attempts; last reply %v)", op, ErrTryAgain, attempt, err)
 			}
