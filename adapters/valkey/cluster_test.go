@@ -114,7 +114,9 @@ func TestRealClusterHashTaggedAtomic(t *testing.T) {
 	stop, errs := make(chan struct{}), make(chan error, 8)
 	var wg sync.WaitGroup
 	for p := range 4 {
-		wg.Go(func() { rec.pod(ctx, t, "pod"+strconv.Itoa(p), func() *valkey.Directory { return d }, sessions, 60_000, stop, errs) })
+		wg.Go(func() {
+			rec.pod(ctx, t, "pod"+strconv.Itoa(p), func() *valkey.Directory { return d }, sessions, 60_000, stop, errs)
+		})
 	}
 	time.Sleep(400 * time.Millisecond)
 	close(stop)
