@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -229,11 +230,12 @@ func TestRealClusterLiveSlotMigration(t *testing.T) {
 	rec := newRecorder()
 	stop, errs := make(chan struct{}), make(chan error, 8)
 	var wg sync.WaitGroup
+	// The held session is in every pod's list: their acquires are refused, and they hit its
+	// slot while it is split.
+	podSessions := append(slices.Clone(sessions), held)
 	for p := range 4 {
-		// The held session is in every pod's list: their acquires are refused, and they hit
-		// its slot while it is split.
 		wg.Go(func() {
-			rec.pod(ctx, t, "pod"+strconv.Itoa(p), func() *valkey.Directory { return d }, append(sessions, held), 60_000, stop, errs)
+			rec.pod(ctx, t, "pod"+strconv.Itoa(p), func() *valkey.Directory { return d }, podSessions, 60_000, stop, errs)
 		})
 	}
 	moved := 0
