@@ -81,6 +81,9 @@ func (d *Directory) Validate(ctx context.Context, s fencing.Session, l fencing.L
 // the two can be run side by side; c.Version must be the directory's version (Backfill runs
 // with any).
 func (d *Directory) Apply(ctx context.Context, s fencing.Session, c fencing.Call) (fencing.Reply, error) {
+	if err := d.naming.CheckSession(s); err != nil {
+		return fencing.Reply{}, err
+	}
 	k := d.naming.Keys(s)
 	switch c.Op {
 	case fencing.Acquire:

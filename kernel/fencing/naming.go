@@ -86,6 +86,22 @@ func (n Naming) Validate() error {
 	return nil
 }
 
+// ErrSessionID is wrapped when a session's ids would split its new key pair across slots.
+var ErrSessionID = errors.New("fencing: session ids break the hash tag of the new keys")
+
+// CheckSession reports whether s's new lease and generation really share a hash tag. Validate
+// guarantees it for every id but one shape: an id that closes the tag at once ("}" right after
+// "{") leaves an empty tag, and then each whole key is hashed, to different slots. Such a
+// session must be refused, not run: on a cluster its C script would be cross-slot.
+func (n Naming) CheckSession(s Session) error {
+	k := n.Keys(s)
+	tl, tg := HashTag(k.NewLease), HashTag(k.NewGeneration)
+	if tl == k.NewLease || tg == k.NewGeneration || tl != tg {
+		return fmt.Errorf("%w: %s gives new keys %q and %q with no common hash tag (an id must not start the tag with \"}\")", ErrSessionID, s, k.NewLease, k.NewGeneration)
+	}
+	return nil
+}
+
 // Keys are the four keys of one session.
 type Keys struct {
 	OldLease, OldGeneration, NewLease, NewGeneration string

@@ -43,14 +43,24 @@ func TestNamingValidateRejects(t *testing.T) {
 	}
 }
 
-// TestNewPairShareSlot: for any ids, a valid naming puts the new lease and generation in one
-// slot, which is what lets the C scripts run on a cluster.
+// TestNewPairShareSlot: for any ids CheckSession accepts, the new lease and generation share
+// one slot, which is what lets the C scripts run on a cluster; it refuses only ids that empty
+// the tag. (rapid found the "}" case: the seed's reference believed the tag always holds ":".)
 func TestNewPairShareSlot(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s := fencing.Session{Community: rapid.String().Draw(t, "community"), ID: rapid.String().Draw(t, "id")}
+		s := fencing.Session{Community: rapid.StringMatching(`[a-z:{}]{0,6}`).Draw(t, "community"), ID: rapid.String().Draw(t, "id")}
 		k := fencing.Buzz.Keys(s)
+		if err := fencing.Buzz.CheckSession(s); err != nil {
+			require.ErrorIs(t, err, fencing.ErrSessionID)
+			require.True(t, len(s.Community) > 0 && s.Community[0] == '}', "refused %+v", s)
+			return
+		}
 		require.Equal(t, fencing.Slot(k.NewLease), fencing.Slot(k.NewGeneration), "%+v", k)
 	})
+	bad := fencing.Session{Community: "}", ID: ""}
+	require.ErrorIs(t, fencing.Buzz.CheckSession(bad), fencing.ErrSessionID)
+	k := fencing.Buzz.Keys(bad)
+	require.NotEqual(t, fencing.Slot(k.NewLease), fencing.Slot(k.NewGeneration), "the refused case really is cross-slot")
 }
 
 // TestParseRoundTrip: Parse inverts Keys whenever the ids cannot be split another way.

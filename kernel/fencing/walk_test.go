@@ -16,7 +16,7 @@ import (
 // call is recorded as a History. It is what the simulator will do at scale; here it shows the
 // history checkers CheckT1 and CheckT2 are sound on the correct protocol and trip on mutants.
 
-const walkTTL = 30
+const walkTTL = 60
 
 type walkPod struct {
 	name string
@@ -111,7 +111,7 @@ func walk(seed uint64, m fencing.Mutant, steps int) (fencing.History, error) {
 // TestWalkProtocolHoldsT1T2: the correct protocol passes the state check and both history
 // checkers on every seed.
 func TestWalkProtocolHoldsT1T2(t *testing.T) {
-	seeds := 300
+	seeds := 200
 	if testing.Short() {
 		seeds = 50
 	}
