@@ -31,12 +31,26 @@ func Binary() (string, error) {
 func Require(t testing.TB) string {
 	t.Helper()
 	bin, err := Binary()
+	return require(t, bin, err)
+}
+
+// skipper is the part of testing.TB that require uses, so the skip/fail rule can be tested.
+type skipper interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+}
+
+func require(t skipper, bin string, err error) string {
+	t.Helper()
 	if err != nil {
 		msg := fmt.Sprintf("skipped: needs redis-server (%v; install Debian's redis-server or set LOAM_REDIS_SERVER)", err)
 		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
 			t.Fatal("LOAM_REQUIRE_REAL=1: " + msg)
+			return ""
 		}
 		t.Skip(msg)
+		return ""
 	}
 	return bin
 }
