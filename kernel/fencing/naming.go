@@ -109,11 +109,35 @@ type Keys struct {
 
 // Keys expands the templates for s.
 func (n Naming) Keys(s Session) Keys {
-	r := strings.NewReplacer(CommunityPlaceholder, s.Community, SessionPlaceholder, s.ID)
 	return Keys{
-		OldLease: r.Replace(n.OldLease), OldGeneration: r.Replace(n.OldGeneration),
-		NewLease: r.Replace(n.NewLease), NewGeneration: r.Replace(n.NewGeneration),
+		OldLease: expand(n.OldLease, s), OldGeneration: expand(n.OldGeneration, s),
+		NewLease: expand(n.NewLease, s), NewGeneration: expand(n.NewGeneration, s),
 	}
+}
+
+// expand substitutes the placeholders in one pass, so an id that itself contains
+// "<session>" or "<community>" is copied literally.
+func expand(tpl string, s Session) string {
+	var b strings.Builder
+	b.Grow(len(tpl) + len(s.Community) + len(s.ID))
+	for i := 0; i < len(tpl); {
+		switch {
+		case strings.HasPrefix(tpl[i:], CommunityPlaceholder):
+			b.WriteString(s.Community)
+			i += len(CommunityPlaceholder)
+		case strings.HasPrefix(tpl[i:], SessionPlaceholder):
+			b.WriteString(s.ID)
+			i += len(SessionPlaceholder)
+		default:
+			j := strings.IndexByte(tpl[i+1:], '<')
+			if j < 0 {
+				j = len(tpl) - i - 1
+			}
+			b.WriteString(tpl[i : i+1+j])
+			i += 1 + j
+		}
+	}
+	return b.String()
 }
 
 // Lease returns the lease key of the given keyspace.

@@ -22,6 +22,20 @@ func TestBuzzNaming(t *testing.T) {
 	require.Equal(t, `a\*b\?\[c\]\\:*`, fencing.Pattern(`a*b?[c]\:<session>`))
 }
 
+func TestKeysCopiesIDsLiterally(t *testing.T) {
+	k := fencing.Buzz.Keys(fencing.Session{Community: "<session>", ID: "<community>"})
+	require.Equal(t, "buzz:<session>:tunnel:<community>:lease", k.OldLease)
+	require.Equal(t, "buzz:tunnel:{<session>:<community>}:generation", k.NewGeneration)
+}
+
+func BenchmarkKeys(b *testing.B) {
+	b.ReportAllocs()
+	s := fencing.Session{Community: "acme", ID: "sess42"}
+	for b.Loop() {
+		fencing.Buzz.Keys(s)
+	}
+}
+
 func TestNamingValidateRejects(t *testing.T) {
 	good := fencing.Buzz
 	cases := map[string]func(n *fencing.Naming){

@@ -17,9 +17,14 @@ const Spec = "FencingMigration"
 var Actions = []string{"Report", "Alarm", "Allow", "Refuse", "Backfill", "BackfillDone",
 	"DrainWait", "Scan", "Drained", "AskConfirm", "Enable", "Enabled"}
 
+// DefaultLeaseTTL is the seed's DEFAULT_LEASE_TTL (30 s), used when Config.LeaseTTL is not
+// positive: a zero drain wait would let the scan run before old leases could expire.
+const DefaultLeaseTTL = 30_000
+
 // Config parameterises a Machine.
 type Config struct {
 	// LeaseTTL is the directory's lease time to live (ms): the drain wait before the scan.
+	// It must be at least the longest TTL any pod grants or renews with.
 	LeaseTTL int64
 	// Mutant M4 drops the backfill and drain gates into C (for tests that must see T3 trip).
 	Mutant fencing.Mutant
@@ -45,6 +50,9 @@ type Snapshot struct {
 
 // New returns a machine whose fleet runs O.
 func New(cfg Config) *Machine {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
 	return &Machine{s: Snapshot{Config: cfg, Pods: map[string]fencing.Version{}}}
 }
 

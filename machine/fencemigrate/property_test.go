@@ -270,3 +270,8 @@ func TestSpecActionsHaveEmitters(t *testing.T) {
 		require.True(t, seen[a], "action %s has no emitter", a)
 	}
 }
+
+func TestZeroTTLMeansDefault(t *testing.T) {
+	m := fencemigrate.New(fencemigrate.Config{})
+	require.Equal(t, int64(fencemigrate.DefaultLeaseTTL), m.Snapshot().Config.LeaseTTL)
+}
