@@ -30,6 +30,10 @@
 // authority. O only knows old keys and C only new keys; A and B accept both, because a pod
 // upgraded while holding a lease keeps renewing it where it was written.
 //
+// Session ids are free text, with one exception: an id that makes the new keys' hash tag
+// empty (a community starting with "}") would put the new pair in two slots; CheckSession
+// refuses it, and the adapter calls it before every script.
+//
 // Time: a lease written with ttl at now is live while now < now+ttl (Redis deletes a key with
 // PX ttl at that instant). Generation counters never expire. Values are what the Lua scripts
 // store: a lease is "<owner>:<generation>", a counter is the decimal generation.
