@@ -4,20 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 )
 
 // fuzzSeeds are the documentation's requests and a few broken ones.
 func fuzzSeeds(f *testing.F) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, l := range strings.Split(string(src), "\n") {
-		if s, ok := strings.CutPrefix(l, "//\t{\"op\""); ok {
-			f.Add([]byte(`{"op"` + s))
+	for _, l := range docJSONLines(f) {
+		if strings.HasPrefix(l, `{"op"`) {
+			f.Add([]byte(l))
 		}
 	}
 	for _, s := range []string{

@@ -15,10 +15,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestDocExamples runs every request of the package documentation and checks the response
-// printed under it, so the protocol's documentation cannot drift from the code. A "…" in a
-// documented response stands for text left out.
-func TestDocExamples(t *testing.T) {
+// docJSONLines returns the JSON lines of the package documentation's examples.
+func docJSONLines(t testing.TB) []string {
+	t.Helper()
 	src, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	var lines []string
@@ -27,6 +26,14 @@ func TestDocExamples(t *testing.T) {
 			lines = append(lines, "{"+s)
 		}
 	}
+	return lines
+}
+
+// TestDocExamples runs every request of the package documentation and checks the response
+// printed under it, so the protocol's documentation cannot drift from the code. A "…" in a
+// documented response stands for text left out.
+func TestDocExamples(t *testing.T) {
+	lines := docJSONLines(t)
 	pairs := 0
 	for i := 0; i+1 < len(lines); i++ {
 		req, want := lines[i], lines[i+1]
