@@ -369,6 +369,17 @@ func (g *grouper) addPartials(shards [][]Row) error {
 					return err
 				}
 			}
+			// SUM(c) is NULL exactly when COUNT(c) is 0; AVG divides one by the other, so partials
+			// that disagree are refused rather than guessed at.
+			for _, f := range g.p.finals {
+				if f.fn != Avg {
+					continue
+				}
+				if n, _ := row[ng+f.q].AsInt64(); (n == 0) != row[ng+f.p].IsNull() {
+					return fieldErrorf(at, "%v is %v but %v is %v: the partials of avg(#%d) disagree (sum is NULL exactly when count is 0)",
+						g.p.Partials[f.p], row[ng+f.p], g.p.Partials[f.q], row[ng+f.q], g.p.Partials[f.p].Col)
+				}
+			}
 			if g.p.mut&mutAvgOfAverages != 0 {
 				for i, f := range g.p.finals {
 					if f.fn != Avg {

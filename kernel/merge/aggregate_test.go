@@ -364,3 +364,79 @@ func TestAggregateRejectsBadData(t *testing.T) {
 }
 
 const math64 = 1<<63 - 1
+
+func TestCombineRefusesDisagreeingAvgPartials(t *testing.T) {
+	plan, err := Decompose(Aggregation{Aggs: []Agg{{Func: Avg, Col: 0}}})
+	require.NoError(t, err)
+	_, err = plan.Combine([][]Row{{{Int(5), Int(1)}}, {{Null(), Int(3)}}})
+	require.ErrorContains(t, err, "shards[1][0]: sum(#0) is null but count(#0) is 3: the partials of avg(#0) disagree")
+	_, err = plan.Combine([][]Row{{{Int(5), Int(0)}}})
+	require.ErrorContains(t, err, "sum(#0) is 5 but count(#0) is 0")
+}
+
+type partialsCase struct {
+	Plan   *Plan
+	Shards [][]Row
+}
+
+// genFaultyPartials draws partial rows as a faulty shard might send them. Values mostly have
+// the kind their partial returns (counts from 0 to 3, sums numbers or NULL), so that partials
+// that disagree with each other, such as a NULL sum beside a positive count, are common.
+func genFaultyPartials() *rapid.Generator[partialsCase] {
+	return rapid.Custom(func(t *rapid.T) partialsCase {
+		c := genAggCase().Draw(t, "case")
+		plan, err := Decompose(c.A)
+		if err != nil {
+			panic(err)
+		}
+		ng, w := len(c.A.GroupBy), len(c.A.GroupBy)+len(plan.Partials)
+		anyValue := func(label string) Value {
+			return genValue(t, colType(rapid.IntRange(0, int(colBool)).Draw(t, label+"/type")), label)
+		}
+		shards := make([][]Row, rapid.IntRange(0, 3).Draw(t, "shards"))
+		for s := range shards {
+			for r := range rapid.IntRange(0, 4).Draw(t, fmt.Sprintf("rows%d", s)) {
+				width := w
+				if rapid.IntRange(0, 9).Draw(t, "wrongWidth") == 0 {
+					width = rapid.IntRange(0, w+1).Draw(t, "width")
+				}
+				row := make(Row, width)
+				for j := range row {
+					label := fmt.Sprintf("s%dr%dc%d", s, r, j)
+					switch {
+					case j < ng || j >= w || rapid.IntRange(0, 5).Draw(t, label+"/odd") == 0:
+						row[j] = anyValue(label)
+					case plan.Partials[j-ng].Func == CountStar || plan.Partials[j-ng].Func == Count:
+						row[j] = Int(rapid.Int64Range(0, 3).Draw(t, label))
+					case plan.Partials[j-ng].Func == Sum:
+						row[j] = genValue(t, colNum, label)
+					default:
+						row[j] = anyValue(label)
+					}
+				}
+				shards[s] = append(shards[s], row)
+			}
+		}
+		return partialsCase{Plan: plan, Shards: shards}
+	})
+}
+
+// TestCombineNeverPanics: faulty partial rows get an answer or an error, never a panic. The
+// cases are drawn at full size (Example), not grown from small ones, so that 2,000 of them
+// reach the disagreeing partials quickly.
+func TestCombineNeverPanics(t *testing.T) {
+	gen := genFaultyPartials()
+	for i := range 2000 {
+		c := gen.Example(i)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("Combine panicked on %v: %v", c.Shards, p)
+				}
+			}()
+			if _, err := c.Plan.Combine(c.Shards); err != nil {
+				require.ErrorIs(t, err, ErrBadInput)
+			}
+		}()
+	}
+}
