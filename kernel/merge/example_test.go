@@ -138,3 +138,31 @@ func ExampleCompare() {
 	// Output:
 	// -1 1
 }
+
+// A driver of a differential test encodes one request and sends the same line to this package
+// and to another implementation of the protocol (the Lean oracle), then compares the answers.
+func ExampleAppendRequest() {
+	req := &merge.MergeRequest{
+		Order:  merge.OrderBy{{Col: 0, Desc: true, Nulls: merge.NullsLast}},
+		Limit:  merge.Limit{Count: 1},
+		Shards: [][]merge.Row{{{merge.Null()}}, {{merge.Int(7)}}},
+	}
+	line := merge.AppendRequest(nil, req)
+	fmt.Print(string(line))
+	fmt.Print(string(merge.Respond(nil, line)))
+	// Output:
+	// {"op":"merge","order":[{"col":0,"dir":"desc","nulls":"last"}],"limit":1,"shards":[[[null]],[[7]]]}
+	// {"ok":true,"rows":[[7]],"from":[1],"shard_limit":1}
+}
+
+// ShardRows is the shard side of a plan: what SELECT g, count(*), sum(x) … GROUP BY g returns
+// on one shard's rows.
+func ExamplePlan_ShardRows() {
+	plan, _ := merge.Decompose(merge.Aggregation{GroupBy: []int{0}, Aggs: []merge.Agg{{Func: merge.CountStar}, {Func: merge.Sum, Col: 1}}})
+	rows, _ := plan.ShardRows([]merge.Row{
+		{merge.Text("b"), merge.Int(2)}, {merge.Text("a"), merge.Null()}, {merge.Text("b"), merge.Int(3)},
+	})
+	fmt.Println(rows)
+	// Output:
+	// [["a" 1 null] ["b" 2 5]]
+}
