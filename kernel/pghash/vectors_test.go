@@ -170,3 +170,25 @@ func TestPartitionState(t *testing.T) {
 	a, b, c := start(4, HashPartitionSeed)
 	require.Equal(t, [3]uint32{a, b, c}, [3]uint32{partitionA, partitionB, partitionC})
 }
+
+// TestVectorsCatchSignedModulo shows the partition vectors trip the classic mistake, a
+// signed 64-bit modulo of the row hash (the mutant the unsigned % in ShardOf* avoids): for
+// about half of all keys the row hash is 2^63 or more and the signed remainder differs or is
+// negative.
+func TestVectorsCatchSignedModulo(t *testing.T) {
+	rows := readVectors(t, "testdata/pg_hash_partition.tsv", "type", "input", "modulus", "remainder")
+	caught := 0
+	for _, r := range rows {
+		if r[0] != "text" {
+			continue
+		}
+		m, _ := strconv.ParseInt(r[2], 10, 64)
+		want, _ := strconv.ParseInt(r[3], 10, 64)
+		var row Row
+		row.Text(r[1])
+		if int64(row.Hash())%m != want {
+			caught++
+		}
+	}
+	require.Greater(t, caught, 100, "the signed-modulo mutant would pass the text vectors")
+}
