@@ -3,6 +3,8 @@ module loam.dev/router
 go 1.26
 
 require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/stretchr/testify v1.12.1
 	pgregory.net/rapid v1.3.0
 )
