@@ -165,7 +165,7 @@ func TestRangeCatchAll(t *testing.T) {
 	require.Equal(t, []mappingTOML{{Shard: 1}}, cfg.ShardedTables[0].Mapping)
 }
 
-// TestTLSInsecureRendersNoTLSKey: Insecure leaves every TLS key to PgDog's defaults, and
+// TestTLSModes: Insecure leaves every TLS key to PgDog's defaults, and
 // VerifyCA is rendered as verify_ca.
 func TestTLSModes(t *testing.T) {
 	c := creds()
