@@ -2,7 +2,6 @@ package configpush_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,24 +17,15 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
+	"loam.dev/router/machine/machinetest"
 )
 
-// TestInteraction replays the scenario files under testdata/ (regenerate with -rewrite and
-// read the diff before committing it). Every file runs twice: once with one machine, and once
-// with the machine snapshotted, encoded as JSON, decoded and restored before every
-// directive. Both runs must print the same transcript, which is how every scenario also
-// tests restart from every snapshot it passes through.
+// TestInteraction replays the scenario files under testdata/, each also with the machine
+// restored from its snapshot before every directive (see machinetest.Scripts).
 func TestInteraction(t *testing.T) {
-	for _, mode := range []string{"plain", "restore-every-step"} {
-		t.Run(mode, func(t *testing.T) {
-			datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-				env := newEnv(mode == "restore-every-step")
-				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-					return env.handle(t, d)
-				})
-			})
-		})
-	}
+	machinetest.Scripts(t, "testdata", func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string {
+		return newEnv(restoreEveryStep).handle
+	})
 }
 
 // env is the interaction harness: one machine, a clock, a seeded rng, and the timers the
@@ -63,19 +53,8 @@ func (e *env) reset(opts configpush.Options) {
 	e.timers = map[string]int64{}
 }
 
-// roundTrip snapshots the machine, encodes it as the driver does, and restores it.
-func roundTrip(t testing.TB, m *configpush.Machine, opts configpush.Options) *configpush.Machine {
-	t.Helper()
-	b, err := json.Marshal(m.Snapshot())
-	require.NoError(t, err)
-	var s configpush.Snapshot
-	require.NoError(t, json.Unmarshal(b, &s))
-	r, err := configpush.Restore(s, opts)
-	require.NoError(t, err)
-	b2, err := json.Marshal(r.Snapshot())
-	require.NoError(t, err)
-	require.JSONEq(t, string(b), string(b2), "snapshot does not survive encode/decode/restore")
-	return r
+func (e *env) restore(t testing.TB) *configpush.Machine {
+	return machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, e.opts) })
 }
 
 func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
@@ -84,7 +63,7 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 	}
 	if e.restoreEveryStep {
-		e.m = roundTrip(t, e.m, e.opts)
+		e.m = e.restore(t)
 	}
 	if d.HasArg("advance") {
 		var ms int64
@@ -96,18 +75,18 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 	case "push":
 		in = parsePush(t, d)
 	case "files-written":
-		in = configpush.FilesWritten{Step: "g" + strconv.FormatUint(arg[uint64](t, d, "gen", 0), 10) + "/files", Attempt: arg(t, d, "attempt", 1), Err: parseErr(d)}
+		in = configpush.FilesWritten{Step: "g" + strconv.FormatUint(machinetest.Arg[uint64](t, d, "gen", 0), 10) + "/files", Attempt: machinetest.Arg(t, d, "attempt", 1), Err: parseErr(d)}
 	case "reloaded":
-		id := arg(t, d, "instance", "")
-		in = configpush.Reloaded{Step: fmt.Sprintf("g%d/reload/%s", arg[uint64](t, d, "gen", 0), id), Attempt: arg(t, d, "attempt", 1), Instance: id, Err: parseErr(d)}
+		id := machinetest.Arg(t, d, "instance", "")
+		in = configpush.Reloaded{Step: fmt.Sprintf("g%d/reload/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id, Err: parseErr(d)}
 	case "observed":
-		id := arg(t, d, "instance", "")
-		in = configpush.Observed{Step: fmt.Sprintf("g%d/observe/%s", arg[uint64](t, d, "gen", 0), id), Attempt: arg(t, d, "attempt", 1), Instance: id,
-			Generation: arg[uint64](t, d, "observed", 0), Known: !d.HasArg("unknown"), Err: parseErr(d)}
+		id := machinetest.Arg(t, d, "instance", "")
+		in = configpush.Observed{Step: fmt.Sprintf("g%d/observe/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id,
+			Generation: machinetest.Arg[uint64](t, d, "observed", 0), Known: !d.HasArg("unknown"), Err: parseErr(d)}
 	case "fire":
 		// fire id=<timer>: move the clock to the timer's deadline and deliver it.
 		// fire id=<timer> raced: deliver a timer that was cancelled (it raced the cancel).
-		id := arg(t, d, "id", "")
+		id := machinetest.Arg(t, d, "id", "")
 		at, ok := e.timers[id]
 		if !ok && !d.HasArg("raced") {
 			d.Fatalf(t, "timer %q is not pending; pending: %v", id, e.pending())
@@ -118,7 +97,7 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 	case "restart":
 		// The driver died: replies in flight are lost and timers are gone. A new driver
 		// restores the persisted snapshot and feeds Restarted.
-		e.m = roundTrip(t, e.m, e.opts)
+		e.m = e.restore(t)
 		e.timers = map[string]int64{}
 		in = configpush.Restarted{}
 	case "timers":
@@ -165,46 +144,21 @@ func (e *env) pending() []string {
 	return out
 }
 
-// arg reads an optional argument, with a default.
-func arg[T any](t *testing.T, d *datadriven.TestData, key string, def T) T {
-	if !d.HasArg(key) {
-		return def
-	}
-	var v T
-	d.ScanArgs(t, key, &v)
-	return v
-}
-
-func list(t *testing.T, d *datadriven.TestData, key string) []string {
-	a, ok := d.Arg(key)
-	if !ok {
-		return nil
-	}
-	if len(a.Vals) == 1 && a.Vals[0] == "" {
-		return nil // key=()
-	}
-	return slices.Clone(a.Vals)
-}
-
 func parseErr(d *datadriven.TestData) error {
 	if d.HasArg("newer") {
 		return fmt.Errorf("configmap holds generation 9: %w", configpush.ErrNewerGeneration)
 	}
-	a, ok := d.Arg("err")
-	if !ok {
-		return nil
-	}
-	return errors.New(strings.Join(a.Vals, " "))
+	return machinetest.Err(d)
 }
 
 func parseOptions(t *testing.T, d *datadriven.TestData) configpush.Options {
 	o := configpush.Options{
-		StepTimeout: time.Duration(arg[int64](t, d, "timeout", 0)) * time.Millisecond,
-		Backoff:     time.Duration(arg[int64](t, d, "backoff", 0)) * time.Millisecond,
-		MaxBackoff:  time.Duration(arg[int64](t, d, "max-backoff", 0)) * time.Millisecond,
-		MaxAttempts: arg(t, d, "max-attempts", 0),
+		StepTimeout: time.Duration(machinetest.Arg[int64](t, d, "timeout", 0)) * time.Millisecond,
+		Backoff:     time.Duration(machinetest.Arg[int64](t, d, "backoff", 0)) * time.Millisecond,
+		MaxBackoff:  time.Duration(machinetest.Arg[int64](t, d, "max-backoff", 0)) * time.Millisecond,
+		MaxAttempts: machinetest.Arg(t, d, "max-attempts", 0),
 	}
-	switch m := arg(t, d, "mutant", "none"); m {
+	switch m := machinetest.Arg(t, d, "mutant", "none"); m {
 	case "none":
 	case "write-unpublished":
 		o.Mutant = configpush.MutantWriteUnpublished
@@ -219,11 +173,11 @@ func parseOptions(t *testing.T, d *datadriven.TestData) configpush.Options {
 // parsePush: push gen=4 [published=4] [version=7] [db=app] [unstored] [norecord]
 // [nofiles] instances=(a,b)
 func parsePush(t *testing.T, d *datadriven.TestData) configpush.Push {
-	gen := arg[uint64](t, d, "gen", 0)
+	gen := machinetest.Arg[uint64](t, d, "gen", 0)
 	rec := &shardmap.Record{
-		Version:    arg[uint64](t, d, "version", 1),
-		Generation: arg(t, d, "published", gen),
-		Router:     shardmap.Router{Kind: shardmap.PgDog, Name: arg(t, d, "db", "app")},
+		Version:    machinetest.Arg[uint64](t, d, "version", 1),
+		Generation: machinetest.Arg(t, d, "published", gen),
+		Router:     shardmap.Router{Kind: shardmap.PgDog, Name: machinetest.Arg(t, d, "db", "app")},
 	}
 	if d.HasArg("unstored") {
 		rec.Version = 0
@@ -239,5 +193,5 @@ func parsePush(t *testing.T, d *datadriven.TestData) configpush.Push {
 			render.File{Name: "users.toml", Data: []byte("[[users]]\n")})
 		require.NoError(t, err)
 	}
-	return configpush.Push{Record: rec, Generation: gen, Files: files, Instances: list(t, d, "instances")}
+	return configpush.Push{Record: rec, Generation: gen, Files: files, Instances: machinetest.Vals(d, "instances")}
 }

@@ -1,7 +1,6 @@
 package configpush_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,26 +16,15 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
+	"loam.dev/router/machine/machinetest"
 )
-
-// chooser makes the scenario's choices: rapid (which shrinks a failure) in the properties,
-// a seeded ChaCha8 in the mutant tests (which must find a violation within a bounded
-// number of seeds).
-type chooser interface{ intn(n int) int }
-
-type rapidChooser struct{ t *rapid.T }
-
-func (c rapidChooser) intn(n int) int { return rapid.IntRange(0, n-1).Draw(c.t, "choice") }
-
-type randChooser struct{ r *rand.Rand }
-
-func (c randChooser) intn(n int) int { return c.r.IntN(n) }
 
 // world is the scenario: a store publishing generations, a driver that delivers, drops,
 // delays and duplicates replies, fires timers, and dies; and the checkers watching every
 // command the machine issues.
 type world struct {
-	c      chooser
+	t      machinetest.TB
+	c      machinetest.Chooser
 	opts   configpush.Options
 	m      *configpush.Machine
 	now    int64
@@ -55,9 +43,9 @@ type world struct {
 
 var instances = []string{"a", "b", "c"}
 
-func newWorld(c chooser, opts configpush.Options) *world {
+func newWorld(t machinetest.TB, c machinetest.Chooser, opts configpush.Options) *world {
 	return &world{
-		c: c, opts: opts, m: configpush.New(opts), now: 1000, pub: 4,
+		t: t, c: c, opts: opts, m: configpush.New(opts), now: 1000, pub: 4,
 		rng:    rand.New(rand.NewChaCha8([32]byte{1})),
 		timers: map[string]int64{}, files: map[uint64]bool{}, writes: map[string]int64{},
 		reload: map[string]uint64{}, pushed: map[uint64]bool{}, ended: map[uint64]bool{},
@@ -133,7 +121,7 @@ func filesFor(gen uint64) render.Files {
 // reply answers an issued command: success, failure, or (for Observe) what was seen.
 func (w *world) reply(c configpush.Command) configpush.Input {
 	var err error
-	if w.c.intn(3) == 0 {
+	if w.c.IntN(3) == 0 {
 		err = errors.New("boom")
 	}
 	switch c := c.(type) {
@@ -148,7 +136,7 @@ func (w *world) reply(c configpush.Command) configpush.Input {
 	case configpush.Observe:
 		gens := []uint64{c.Generation, c.Generation, c.Generation - 1, c.Generation + 1}
 		return configpush.Observed{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance,
-			Generation: gens[w.c.intn(len(gens))], Known: w.c.intn(5) != 0, Err: err}
+			Generation: gens[w.c.IntN(len(gens))], Known: w.c.IntN(5) != 0, Err: err}
 	}
 	panic(fmt.Sprintf("no reply for %T", c))
 }
@@ -171,10 +159,10 @@ func (w *world) fireEarliest() bool {
 
 func (w *world) run(steps int) error {
 	for range steps {
-		switch w.c.intn(10) {
+		switch w.c.IntN(10) {
 		case 0: // a push: the published generation, or an unsafe one
 			gen, rec := w.pub, w.record(w.pub)
-			switch w.c.intn(4) {
+			switch w.c.IntN(4) {
 			case 1:
 				gen = w.pub + 1 // rendered for a target the store does not publish yet
 			case 2:
@@ -182,43 +170,33 @@ func (w *world) run(steps int) error {
 			case 3:
 				gen, rec = w.pub-1, w.record(w.pub-1) // a stale read, delivered late
 			}
-			ids := instances[:1+w.c.intn(len(instances))]
+			ids := instances[:1+w.c.IntN(len(instances))]
 			w.step(configpush.Push{Record: rec, Generation: gen, Files: filesFor(gen), Instances: ids})
 		case 1: // the store publishes a newer generation
 			w.pub++
 		case 2, 3, 4: // a reply to something in flight (it stays in flight: duplicates happen)
 			if len(w.out) > 0 {
-				i := w.c.intn(len(w.out))
+				i := w.c.IntN(len(w.out))
 				c := w.out[i]
-				if w.c.intn(3) > 0 {
+				if w.c.IntN(3) > 0 {
 					w.out = slices.Delete(w.out, i, i+1)
 				}
 				w.step(w.reply(c))
 			}
 		case 5: // a reply is lost
 			if len(w.out) > 0 {
-				i := w.c.intn(len(w.out))
+				i := w.c.IntN(len(w.out))
 				w.out = slices.Delete(w.out, i, i+1)
 			}
 		case 6, 7: // time passes to the next timer
 			w.fireEarliest()
 		case 8: // the driver dies; a new one restores the snapshot (replies in flight may
 			// still arrive: the old driver's requests were sent)
-			b, err := json.Marshal(w.m.Snapshot())
-			if err != nil {
-				return err
-			}
-			var s configpush.Snapshot
-			if err := json.Unmarshal(b, &s); err != nil {
-				return err
-			}
-			if w.m, err = configpush.Restore(s, w.opts); err != nil {
-				return err
-			}
+			w.m = machinetest.RoundTrip(w.t, w.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, w.opts) })
 			w.timers = map[string]int64{}
 			w.step(configpush.Restarted{})
 		case 9:
-			w.now += int64(w.c.intn(500))
+			w.now += int64(w.c.IntN(500))
 		}
 	}
 	// Nothing answers any more: every push must still end, by giving up on what is silent.
@@ -250,7 +228,7 @@ var propOpts = configpush.Options{StepTimeout: time.Second, Backoff: 100 * time.
 // are written, and every push ends with an Outcome even when nothing answers.
 func TestPushProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		w := newWorld(rapidChooser{t}, propOpts)
+		w := newWorld(t, machinetest.Rapid(t), propOpts)
 		require.NoError(t, w.run(rapid.IntRange(1, 80).Draw(t, "steps")))
 	})
 }
@@ -269,7 +247,7 @@ func TestPushMutantsAreCaught(t *testing.T) {
 			opts := propOpts
 			opts.Mutant = tc.mutant
 			for seed := uint64(1); seed <= 200; seed++ {
-				w := newWorld(randChooser{rand.New(rand.NewPCG(seed, 0))}, opts)
+				w := newWorld(t, machinetest.Seeded(seed), opts)
 				if err := w.run(80); err != nil && strings.Contains(err.Error(), tc.want) {
 					t.Logf("caught at seed %d: %v", seed, err)
 					return
