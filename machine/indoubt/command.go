@@ -12,6 +12,7 @@ import "loam.dev/router/machine"
 //
 // The driver executes the commands of one On call in any order and in parallel and feeds
 // each reply back; it persists the Snapshot after On returns and before executing them.
+// Alert and ClearAlert for the same ID must reach the sink in the order they were issued.
 type Command interface{ isCommand() }
 
 // ListPrepared asks the driver to list Shard's prepared transactions (ShardBackend.Prepared:
@@ -30,8 +31,12 @@ type ListInstances struct {
 }
 
 // Alert asks the driver to raise, or update, the alert named ID (an upsert: the same ID
-// again replaces its content). Nothing is fed back.
+// again replaces its content) and answer with Delivered{Step, Err}. Until a delivery is
+// acknowledged the monitor sends it again, with the same Step, at every round and after a
+// restart, so the sink must take a repeated Step as the same request. Step is
+// "r<round>/alert/<id>", the round the content was decided in.
 type Alert struct {
+	Step   string `json:"step"`
 	ID     string `json:"id"`
 	Reason Reason `json:"reason"`
 	// Deployment and Instance name the coordinator (reasons gone and restarted).
@@ -82,10 +87,13 @@ type Part struct {
 	Database string `json:"database,omitempty"`
 }
 
-// ClearAlert asks the driver to resolve the alert named ID: its transactions are no longer
-// prepared on any shard (or the shard is visible again). Nothing is fed back.
+// ClearAlert asks the driver to resolve the alert named ID — its transactions are no
+// longer prepared on any shard, or the shard is visible again — and answer with
+// Delivered{Step, Err}. Clearing an alert the sink does not have is not an error. Like
+// Alert it is sent again until acknowledged. Step is "r<round>/clear/<id>".
 type ClearAlert struct {
-	ID string
+	Step string
+	ID   string
 }
 
 // SetTimer asks the driver to feed TimerFired{ID} once its clock reaches At: the next round.

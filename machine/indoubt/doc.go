@@ -9,7 +9,9 @@
 // coordinator is gone (no live process has its instance id) or restarted (the process with
 // that id started after the transaction was prepared, and the transaction is still
 // prepared, so its recovery did not finish it). An alert is updated when its transactions
-// change and cleared when none is prepared any more. A coordinator that runs and prepared
+// change and cleared when none is prepared any more. Every raise and clear is acknowledged
+// by the alert sink (Delivered) and sent again each round, and after a restart, until it is:
+// an alert lost with a dying driver or refused by a sink that is down is not lost. A coordinator that runs and prepared
 // the transaction itself is left alone: PgDog retries COMMIT PREPARED every 333 ms forever.
 //
 // # It cannot resolve
@@ -61,12 +63,13 @@
 //	for {
 //	    save(m.Snapshot())
 //	    // ListPrepared → Prepared, ListInstances → Roster, SetTimer → TimerFired later,
-//	    // Alert / ClearAlert → the alert sink.
+//	    // Alert / ClearAlert → the alert sink, in order, then Delivered.
 //	    cmds = m.On(ctx, nextReplyOrTimer())
 //	}
 //
 // # Spec
 //
 // Spec CrossShardCommit (spec/tla/router/CrossShardCommit.tla). Actions: MonitorTrack,
-// MonitorRound, MonitorScan, MonitorRoster, MonitorAlert, MonitorClear, MonitorRestart.
+// MonitorRound, MonitorScan, MonitorRoster, MonitorAlert, MonitorClear, MonitorDeliver,
+// MonitorRestart.
 package indoubt

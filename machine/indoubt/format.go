@@ -16,7 +16,7 @@ func (c ListInstances) String() string { return "ListInstances step=" + c.Step }
 
 func (c Alert) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Alert id=%s reason=%s since=%d", c.ID, c.Reason, c.Since)
+	fmt.Fprintf(&b, "Alert step=%s id=%s reason=%s since=%d", c.Step, c.ID, c.Reason, c.Since)
 	for _, t := range c.Txns {
 		fmt.Fprintf(&b, " txn=%s@%d(", t.Name, t.Prepared)
 		for i, p := range t.Parts {
@@ -30,6 +30,6 @@ func (c Alert) String() string {
 	return b.String()
 }
 
-func (c ClearAlert) String() string { return "ClearAlert id=" + c.ID }
+func (c ClearAlert) String() string { return "ClearAlert step=" + c.Step + " id=" + c.ID }
 
 func (c SetTimer) String() string { return fmt.Sprintf("SetTimer id=%s at=%d", c.ID, c.At) }

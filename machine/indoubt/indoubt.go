@@ -36,6 +36,8 @@ func (m *Monitor) On(ctx *machine.Ctx, in Input) []Command {
 		m.prepared(ctx, in)
 	case Roster:
 		m.roster(ctx, in)
+	case Delivered:
+		m.delivered(ctx, in)
 	case TimerFired:
 		if in.ID == RoundTimer && m.s.Next != 0 && ctx.Now >= m.s.Next {
 			m.closeRound(ctx)
@@ -156,6 +158,7 @@ func (m *Monitor) restarted(ctx *machine.Ctx) {
 	}
 	m.s.Roster.Awaiting = false
 	m.s.Open = false
+	m.sendOutbox()
 	m.openRound(ctx)
 }
 
@@ -286,21 +289,67 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 		a.Since = ctx.Now
 		prev, existed := m.findAlert(id)
 		if existed {
-			a.Since = prev.Since
+			a.Since, a.Step = prev.Since, prev.Step
 		}
 		if !existed || !reflect.DeepEqual(prev, *a) {
+			a.Step = m.roundPrefix() + "alert/" + id
 			ctx.Emit(Spec, ActAlert, machine.S("id", id), machine.S("reason", string(a.Reason)), machine.I("txns", int64(len(a.Txns))))
-			m.emit(a.clone())
 		}
 		next = append(next, *a)
+	}
+	decided := map[string]Delivery{}
+	for _, a := range next {
+		if prev, ok := m.findAlert(a.ID); !ok || prev.Step != a.Step {
+			decided[a.ID] = Delivery{ID: a.ID, Step: a.Step}
+		}
 	}
 	for _, prev := range m.s.Alerts {
 		if _, ok := want[prev.ID]; !ok {
 			ctx.Emit(Spec, ActClear, machine.S("id", prev.ID))
-			m.emit(ClearAlert{ID: prev.ID})
+			decided[prev.ID] = Delivery{ID: prev.ID, Step: m.roundPrefix() + "clear/" + prev.ID, Clear: true}
 		}
 	}
 	m.s.Alerts = next
+	// The new decisions replace what was waiting for their IDs; everything in the outbox
+	// is (re)sent.
+	for _, d := range m.s.Outbox {
+		if _, ok := decided[d.ID]; !ok {
+			decided[d.ID] = d
+		}
+	}
+	m.s.Outbox = m.s.Outbox[:0]
+	for _, d := range decided {
+		m.s.Outbox = append(m.s.Outbox, d)
+	}
+	slices.SortFunc(m.s.Outbox, func(a, b Delivery) int { return strings.Compare(a.ID, b.ID) })
+	m.sendOutbox()
+}
+
+// sendOutbox issues every delivery not yet acknowledged.
+func (m *Monitor) sendOutbox() {
+	for _, d := range m.s.Outbox {
+		if d.Clear {
+			m.emit(ClearAlert{Step: d.Step, ID: d.ID})
+			continue
+		}
+		a, _ := m.findAlert(d.ID)
+		m.emit(a.clone())
+	}
+}
+
+func (m *Monitor) delivered(ctx *machine.Ctx, r Delivered) {
+	i := slices.IndexFunc(m.s.Outbox, func(d Delivery) bool { return d.Step == r.Step })
+	if i < 0 {
+		return // an older decision's delivery, or a repeated acknowledgement
+	}
+	d := m.s.Outbox[i]
+	fs := []machine.Field{machine.S("id", d.ID), machine.B("clear", d.Clear), machine.B("ok", r.Err == nil)}
+	if r.Err != nil {
+		ctx.Emit(Spec, ActDeliver, append(fs, machine.S("err", r.Err.Error()))...)
+		return // sent again at the next round
+	}
+	ctx.Emit(Spec, ActDeliver, fs...)
+	m.s.Outbox = slices.Delete(m.s.Outbox, i, i+1)
 }
 
 // verdict says whether instance can still finish a transaction prepared at origin: ""
@@ -318,10 +367,12 @@ func (m *Monitor) verdict(instance string, origin int64) Reason {
 	return ""
 }
 
-func (m *Monitor) findAlert(id string) (Alert, bool) {
-	i, ok := slices.BinarySearchFunc(m.s.Alerts, id, func(a Alert, id string) int { return strings.Compare(a.ID, id) })
+func (m *Monitor) findAlert(id string) (Alert, bool) { return findAlert(m.s.Alerts, id) }
+
+func findAlert(alerts []Alert, id string) (Alert, bool) {
+	i, ok := slices.BinarySearchFunc(alerts, id, func(a Alert, id string) int { return strings.Compare(a.ID, id) })
 	if !ok {
 		return Alert{}, false
 	}
-	return m.s.Alerts[i], true
+	return alerts[i], true
 }

@@ -53,16 +53,23 @@ type Process struct {
 	Started int64 `json:"started,omitempty"`
 }
 
+// Delivered answers Alert and ClearAlert: Err is nil when the alert sink took it.
+type Delivered struct {
+	Step string
+	Err  error
+}
+
 // TimerFired is the round timer passing (convert with TimerFired(t)).
 type TimerFired machine.TimerFired
 
 // Restarted is fed once, first, to a monitor rebuilt by Restore: the replies of the round
-// in flight are lost, so a new round starts at once. Raised alerts are kept and are not
-// raised again.
+// in flight are lost, so a new round starts at once, and every alert delivery not yet
+// acknowledged is sent again. Alerts already delivered are not sent again.
 type Restarted struct{}
 
 func (Track) isInput()      {}
 func (Prepared) isInput()   {}
 func (Roster) isInput()     {}
+func (Delivered) isInput()  {}
 func (TimerFired) isInput() {}
 func (Restarted) isInput()  {}

@@ -83,6 +83,14 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 			r.Processes = append(r.Processes, indoubt.Process{ID: id, Started: n})
 		}
 		in = r
+	case "delivered":
+		// delivered id=<alert> [clear] [round=N] [err=(...)]: the sink's answer to the
+		// delivery decided in round N (default: the current one).
+		kind := "alert/"
+		if d.HasArg("clear") {
+			kind = "clear/"
+		}
+		in = indoubt.Delivered{Step: round + "/" + kind + machinetest.Arg(t, d, "id", ""), Err: machinetest.Err(d)}
 	case "fire":
 		if e.timer == 0 {
 			d.Fatalf(t, "no round timer is pending")

@@ -16,9 +16,9 @@ import (
 
 // TestMonitorProperties: over random prepares, resolutions, coordinator deaths and
 // restarts, failed and lost reads and driver restarts, the monitor only reads, alerts and
-// waits; it alerts only transactions older than the threshold; it never repeats an
-// unchanged alert or clears one it did not raise; and once everything resolves, every
-// alert clears.
+// waits; it alerts only transactions older than the threshold; it never decides an
+// unchanged alert again or clears one it did not raise; and once everything resolves and
+// the sink answers, every alert is cleared and every delivery acknowledged.
 func TestMonitorProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		require.NoError(t, newWorld(t, machinetest.Rapid(t)).run(rapid.IntRange(1, 120).Draw(t, "steps")))

@@ -19,6 +19,16 @@ type Snapshot struct {
 	Roster Roll    `json:"roster"`
 	// Alerts are the alerts raised now, sorted by ID.
 	Alerts []Alert `json:"alerts,omitempty"`
+	// Outbox holds the deliveries (Alert or ClearAlert) not yet acknowledged, at most one
+	// per alert ID (the latest decision), sorted by ID.
+	Outbox []Delivery `json:"outbox,omitempty"`
+}
+
+// Delivery is an alert decision waiting for the sink's acknowledgement.
+type Delivery struct {
+	ID    string `json:"id"`
+	Step  string `json:"step"`
+	Clear bool   `json:"clear,omitempty"` // a ClearAlert; otherwise an Alert of Alerts[ID]
 }
 
 // Shard is what the monitor knows of one shard.
@@ -59,6 +69,7 @@ func (s Snapshot) clone() Snapshot {
 		c.Shards[i].Xacts = slices.Clone(c.Shards[i].Xacts)
 	}
 	c.Roster.Processes = slices.Clone(s.Roster.Processes)
+	c.Outbox = slices.Clone(s.Outbox)
 	c.Alerts = slices.Clone(s.Alerts)
 	for i := range c.Alerts {
 		c.Alerts[i] = c.Alerts[i].clone()
@@ -107,6 +118,21 @@ func (s Snapshot) check() error {
 		case ReasonGone, ReasonRestarted, ReasonForeign, ReasonUnscanned:
 		default:
 			return fmt.Errorf("alerts[%d] (%s): unknown reason %q", i, a.ID, a.Reason)
+		}
+	}
+	if !slices.IsSortedFunc(s.Outbox, func(a, b Delivery) int { return strings.Compare(a.ID, b.ID) }) {
+		return fmt.Errorf("outbox is not sorted by id")
+	}
+	for i, d := range s.Outbox {
+		if i > 0 && s.Outbox[i-1].ID == d.ID {
+			return fmt.Errorf("outbox[%d]: alert %q has two deliveries", i, d.ID)
+		}
+		a, raised := findAlert(s.Alerts, d.ID)
+		if raised == d.Clear {
+			return fmt.Errorf("outbox[%d]: alert %q: clear=%v but raised=%v", i, d.ID, d.Clear, raised)
+		}
+		if raised && a.Step != d.Step {
+			return fmt.Errorf("outbox[%d]: alert %q: step %q is not the alert's %q", i, d.ID, d.Step, a.Step)
 		}
 	}
 	return nil

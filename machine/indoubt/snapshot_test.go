@@ -15,7 +15,8 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 		return indoubt.Snapshot{Round: 3, Open: true, Next: 5000,
 			Shards: []indoubt.Shard{{Name: "s0", Awaiting: true}, {Name: "s1"}},
 			Roster: indoubt.Roll{Processes: []indoubt.Process{{ID: "0"}, {ID: "1"}}},
-			Alerts: []indoubt.Alert{{ID: "coordinator/2", Reason: indoubt.ReasonGone}, {ID: "unscanned/s1", Reason: indoubt.ReasonUnscanned}}}
+			Alerts: []indoubt.Alert{{Step: "r2/alert/coordinator/2", ID: "coordinator/2", Reason: indoubt.ReasonGone}, {ID: "unscanned/s1", Reason: indoubt.ReasonUnscanned}},
+			Outbox: []indoubt.Delivery{{ID: "coordinator/2", Step: "r2/alert/coordinator/2"}, {ID: "gone/x", Step: "r3/clear/gone/x", Clear: true}}}
 	}
 	_, err := indoubt.Restore(good(), indoubt.Options{})
 	require.NoError(t, err)

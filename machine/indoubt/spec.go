@@ -22,9 +22,12 @@ const (
 	ActAlert = "MonitorAlert"
 	// ActClear: an alert's cause went away; fields id.
 	ActClear = "MonitorClear"
+	// ActDeliver: the alert sink acknowledged a delivery, or failed; fields id, clear, ok
+	// (and err).
+	ActDeliver = "MonitorDeliver"
 	// ActRestart: the monitor was restored from a snapshot; fields round.
 	ActRestart = "MonitorRestart"
 )
 
 // Actions lists every action this machine emits, for the spec coverage check.
-var Actions = []string{ActTrack, ActRound, ActScan, ActRoster, ActAlert, ActClear, ActRestart}
+var Actions = []string{ActTrack, ActRound, ActScan, ActRoster, ActAlert, ActClear, ActDeliver, ActRestart}

@@ -20,24 +20,25 @@ var propOpts = indoubt.Options{Period: time.Second, Threshold: 5 * time.Second, 
 // restart, and transactions that stay prepared until resolved; a driver that answers,
 // fails, loses replies and dies; and the checkers watching every command.
 type world struct {
-	t      machinetest.TB
-	c      machinetest.Chooser
-	m      *indoubt.Monitor
-	now    int64
-	timer  int64
-	shards []string                           // tracked
-	txns   map[string]map[string]indoubt.Xact // shard -> gid -> xact
-	procs  map[string]int64                   // live instance id -> started
-	out    []indoubt.Command                  // reads in flight
-	raised map[string]indoubt.Alert           // alerts raised and not cleared
-	errs   []error
+	t       machinetest.TB
+	c       machinetest.Chooser
+	m       *indoubt.Monitor
+	now     int64
+	timer   int64
+	shards  []string                           // tracked
+	txns    map[string]map[string]indoubt.Xact // shard -> gid -> xact
+	procs   map[string]int64                   // live instance id -> started
+	out     []indoubt.Command                  // reads and deliveries in flight
+	steps   map[string]bool                    // every step issued so far
+	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
+	errs    []error
 }
 
 var allShards = []string{"s0", "s1", "s2"}
 
 func newWorld(t machinetest.TB, c machinetest.Chooser) *world {
 	return &world{t: t, c: c, m: indoubt.New(propOpts), now: 10_000, txns: map[string]map[string]indoubt.Xact{},
-		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, raised: map[string]indoubt.Alert{}}
+		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, steps: map[string]bool{}, decided: map[string]indoubt.Alert{}}
 }
 
 func (w *world) violate(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
@@ -50,20 +51,33 @@ func (w *world) step(in indoubt.Input) {
 		case indoubt.SetTimer:
 			w.timer = c.At
 		case indoubt.Alert:
+			w.out = append(w.out, c)
+			if w.steps[c.Step] {
+				break // sent again until acknowledged: the same decision
+			}
+			w.steps[c.Step] = true
 			for _, t := range c.Txns {
 				if w.now-t.Prepared < propOpts.Threshold.Milliseconds() {
 					w.violate("alert %s names %s, prepared at %d, younger than the threshold at %d", c.ID, t.Name, t.Prepared, w.now)
 				}
 			}
-			if prev, ok := w.raised[c.ID]; ok && reflect.DeepEqual(prev, c) {
-				w.violate("alert %s raised again unchanged", c.ID)
+			if prev, ok := w.decided[c.ID]; ok {
+				prev.Step = c.Step
+				if reflect.DeepEqual(prev, c) {
+					w.violate("alert %s decided again unchanged", c.ID)
+				}
 			}
-			w.raised[c.ID] = c
+			w.decided[c.ID] = c
 		case indoubt.ClearAlert:
-			if _, ok := w.raised[c.ID]; !ok {
+			w.out = append(w.out, c)
+			if w.steps[c.Step] {
+				break
+			}
+			w.steps[c.Step] = true
+			if _, ok := w.decided[c.ID]; !ok {
 				w.violate("ClearAlert %s, which is not raised", c.ID)
 			}
-			delete(w.raised, c.ID)
+			delete(w.decided, c.ID)
 		default:
 			w.violate("the monitor issued %T %+v: it may only read, alert and wait", c, c)
 		}
@@ -86,6 +100,10 @@ func (w *world) reply(c indoubt.Command, fail bool) indoubt.Input {
 			slices.SortFunc(p.Xacts, func(a, b indoubt.Xact) int { return strings.Compare(a.GID, b.GID) })
 		}
 		return p
+	case indoubt.Alert:
+		return indoubt.Delivered{Step: c.Step, Err: err}
+	case indoubt.ClearAlert:
+		return indoubt.Delivered{Step: c.Step, Err: err}
 	case indoubt.ListInstances:
 		r := indoubt.Roster{Step: c.Step, Err: err}
 		if err == nil {
@@ -173,8 +191,16 @@ func (w *world) run(steps int) error {
 		w.now, w.timer = max(w.now, w.timer), 0
 		w.step(indoubt.TimerFired{ID: indoubt.RoundTimer})
 	}
-	if len(w.raised) > 0 {
-		w.violate("alerts still raised after everything resolved: %v", slices.Sorted(maps.Keys(w.raised)))
+	for len(w.out) > 0 {
+		c := w.out[0]
+		w.out = w.out[1:]
+		w.step(w.reply(c, false))
+	}
+	if len(w.decided) > 0 {
+		w.violate("alerts still raised after everything resolved: %v", slices.Sorted(maps.Keys(w.decided)))
+	}
+	if ob := w.m.Snapshot().Outbox; len(ob) > 0 {
+		w.violate("deliveries still unacknowledged after every one was answered: %v", ob)
 	}
 	return errors.Join(w.errs...)
 }
