@@ -68,7 +68,8 @@ type CancelTimer struct{ machine.CancelTimer }
 // Outcome reports how a push ended, for the driver to hand to whoever asked for it (log it;
 // surface Stuck instances to an operator). Nothing is fed back. It is issued once per push:
 // when every instance reached an end, when the files could not be written, when a newer
-// generation superseded it, or at once when the Push was refused.
+// generation superseded it, or at once when the Push was refused; and again after a restart
+// if the last push had ended, since the first report may have died with the driver.
 type Outcome struct {
 	Generation uint64
 	// Refused says why the Push was not accepted (empty when it was).

@@ -506,7 +506,10 @@ func (m *Machine) restarted(ctx *machine.Ctx) {
 	if pr == nil || pr.Done {
 		gen := uint64(0)
 		if pr != nil {
+			// The Outcome may have died with the driver before anyone saw it: report the
+			// last push's ending again (reporting is idempotent).
 			gen = pr.Generation
+			m.emit(pr.outcome())
 		}
 		ctx.Emit(Spec, ActRestart, machine.U("gen", gen), machine.I("reissued", 0))
 		return
