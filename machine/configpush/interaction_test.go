@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,4 +195,10 @@ func parsePush(t *testing.T, d *datadriven.TestData) configpush.Push {
 		require.NoError(t, err)
 	}
 	return configpush.Push{Record: rec, Generation: gen, Files: files, Instances: machinetest.Vals(d, "instances")}
+}
+
+// TestScenariosCoverEveryAction: every action the machine can emit appears in some
+// scenario, and no scenario shows an action the machine does not declare.
+func TestScenariosCoverEveryAction(t *testing.T) {
+	require.ElementsMatch(t, configpush.Actions, machinetest.ScriptActions(t, os.DirFS("testdata"), configpush.Spec))
 }

@@ -2,6 +2,7 @@ package indoubt_test
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,4 +127,10 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		return "(nothing)"
 	}
 	return b.String()
+}
+
+// TestScenariosCoverEveryAction: every action the machine can emit appears in some
+// scenario, and no scenario shows an action the machine does not declare.
+func TestScenariosCoverEveryAction(t *testing.T) {
+	require.ElementsMatch(t, indoubt.Actions, machinetest.ScriptActions(t, os.DirFS("testdata"), indoubt.Spec))
 }

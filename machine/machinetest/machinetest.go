@@ -6,6 +6,8 @@ package machinetest
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -108,4 +110,30 @@ func Scripts(t *testing.T, dir string, harness func(restoreEveryStep bool) func(
 			})
 		})
 	}
+}
+
+// ScriptActions returns every action of spec that the scenario files (*.txt) in dir show
+// being emitted (their "spec <Spec> <Action> ..." lines); pass os.DirFS("testdata"). With
+// the scripts verified by Scripts, comparing it with a machine's action list shows every
+// action is exercised.
+func ScriptActions(t testing.TB, dir fs.FS, spec string) []string {
+	t.Helper()
+	paths, err := fs.Glob(dir, "*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenario files (%v)", err)
+	}
+	seen := map[string]bool{}
+	prefix := "spec " + spec + " "
+	for _, p := range paths {
+		b, err := fs.ReadFile(dir, p)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				seen[strings.Fields(rest)[0]] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
