@@ -1,3 +1,7 @@
+//go:build !loam_mutant_indoubt_commit
+
+// (Under the commit mutant the transcripts differ: that build runs TestMutantCommitIsCaught.)
+
 package indoubt_test
 
 import (
