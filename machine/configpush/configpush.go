@@ -108,6 +108,8 @@ func (m *Machine) refusal(p Push) string {
 		return "no record: push only a record read from the shard map store"
 	case r.Version == 0:
 		return "the record has version 0, so it was never stored; push only a record read from the shard map store"
+	case p.Generation == 0:
+		return "generation 0 is never published (generations start at 1)"
 	case m.s.Database != "" && r.Router.Name != m.s.Database:
 		return fmt.Sprintf("the record is for database %q but this machine pushes %q", r.Router.Name, m.s.Database)
 	case p.Generation != r.Generation && !(m.opts.Mutant == MutantWriteUnpublished && p.Generation > r.Generation):
@@ -431,11 +433,11 @@ func (m *Machine) failInstance(ctx *machine.Ctx, pr *Progress, in *Instance, err
 // backoff schedules the next attempt of st: Backoff·2^(attempt-1), capped at MaxBackoff,
 // jittered over [d/2, d] from ctx.Rand.
 func (m *Machine) backoff(ctx *machine.Ctx, st *Step, timer string) {
-	d := ms(m.opts.Backoff)
-	for i := 1; i < st.Attempt && d < ms(m.opts.MaxBackoff); i++ {
+	d, most := max(ms(m.opts.Backoff), 1), max(ms(m.opts.MaxBackoff), 1)
+	for i := 1; i < st.Attempt && d < most; i++ {
 		d *= 2
 	}
-	d = min(d, ms(m.opts.MaxBackoff))
+	d = min(d, most)
 	wait := d
 	if ctx.Rand != nil && d > 1 {
 		wait = d - d/2 + ctx.Rand.Int64N(d/2+1)
