@@ -188,7 +188,7 @@ func (m *Monitor) openRound(ctx *machine.Ctx) {
 	}
 	m.s.Roster.Awaiting, m.s.Roster.Fresh = true, false
 	m.emit(ListInstances{Step: p + "roster"})
-	m.s.Next = ctx.Now + ms(m.opts.Period)
+	m.s.Next = ctx.Now + max(ms(m.opts.Period), 1)
 	m.emit(SetTimer{machine.SetTimer{ID: RoundTimer, At: m.s.Next}})
 }
 
