@@ -131,8 +131,9 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // preceded by an exec entry and followed by a result entry, and so that no command runs
 // unless valid() says the lease is held (a deposed controller's step is refused, recorded
 // as refused, and answered with nothing: the run is being stopped). onResult, when set, sees
-// every executed command with its reply and duration (for metrics).
-func Audited[In, Cmd any](kind, id string, next Executor[In, Cmd], a *Audit, valid func() (Token, bool), onResult func(Cmd, In, bool, time.Duration)) Executor[In, Cmd] {
+// every executed command with its reply and the entry that recorded it (for metrics and
+// progress).
+func Audited[In, Cmd any](kind, id string, next Executor[In, Cmd], a *Audit, valid func() (Token, bool), onResult func(Cmd, In, AuditEntry)) Executor[In, Cmd] {
 	return ExecutorFunc[In, Cmd](func(ctx context.Context, c Cmd) (In, bool) {
 		base := AuditEntry{Machine: kind, ID: id, What: describe(c), Target: target(c)}
 		base.Step, base.Attempt = stepOf(c)
@@ -162,7 +163,7 @@ func Audited[In, Cmd any](kind, id string, next Executor[In, Cmd], a *Audit, val
 		}
 		_ = a.Append(ctx, e)
 		if onResult != nil {
-			onResult(c, in, reply, d)
+			onResult(c, in, e)
 		}
 		return in, reply
 	})

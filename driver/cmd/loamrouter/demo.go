@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newDemoCmd() *cobra.Command {
+func newDemoCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
 		Short: "Show the main job end to end on this machine",
