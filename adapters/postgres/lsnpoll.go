@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -177,6 +178,10 @@ func (p *LSNPoller) connect(ctx context.Context, timeout time.Duration) (*pgx.Co
 	return conn, w, nil
 }
 
+// mutantRawInsert, set only by tests (export_test.go), skips the normalisation so a test can
+// show that it is needed.
+var mutantRawInsert atomic.Bool
+
 // probe runs one poll: the normalised insert position of a primary or the replay position of
 // a standby.
 func probe(ctx context.Context, conn *pgx.Conn, layout lsn.WALLayout) (lsn.LSN, error) {
@@ -192,7 +197,7 @@ func probe(ctx context.Context, conn *pgx.Conn, layout lsn.WALLayout) (lsn.LSN, 
 	if err != nil {
 		return 0, err
 	}
-	if !standby {
+	if !standby && !mutantRawInsert.Load() {
 		pos = layout.InsertProgress(pos)
 	}
 	return pos, nil
