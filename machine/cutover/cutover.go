@@ -2,6 +2,7 @@ package cutover
 
 import (
 	"strconv"
+	"strings"
 
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
@@ -490,7 +491,7 @@ func (m *Machine) fail(ctx *machine.Ctx, i int, err string) {
 	if o.Attempt < opt.Attempts || m.persistent() {
 		if o.Attempt >= opt.Attempts && !o.Alerted {
 			o.Alerted = true
-			m.alert(o.Step, m.action(o)+" "+o.Target+" failed "+strconv.Itoa(o.Attempt)+" times ("+err+"); retrying until it succeeds, nothing else can proceed safely")
+			m.alert(o.Step, strings.TrimSpace(m.action(o)+" "+o.Target)+" failed "+strconv.Itoa(o.Attempt)+" times ("+err+"); retrying until it succeeds, nothing else can proceed safely")
 		}
 		o.State = opWaiting
 		delay := opt.RetryAfter
@@ -830,7 +831,7 @@ func (m *Machine) onPolled(ctx *machine.Ctx, in CopyPolled) {
 		if st == TaskFinished || st == TaskCuttingOver {
 			m.s.ReloadDesg = true // only CUTOVER finishes a COPY_DATA task: routing may have moved
 		}
-		m.undo(ctx, "copy task "+i64(m.s.Task)+" is "+st.String()+" before the cutover: "+in.Task.Detail)
+		m.undo(ctx, strings.TrimSuffix("copy task "+i64(m.s.Task)+" is "+st.String()+" before the cutover: "+in.Task.Detail, ": "))
 	case m.s.Abort:
 		m.undo(ctx, "reverse requested before the point of no return")
 	case st == TaskReplicating && in.LagBytes >= 0 && in.LagBytes <= m.s.Plan.Options.LagThreshold:
@@ -907,7 +908,7 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		if m.s.Reverse {
 			m.s.ReverseTask = 0 // the reverse stream is gone: a later Reverse is refused
 		}
-		m.undo(ctx, "CUTOVER "+i64(cut)+" on "+m.designated()+" failed: task is "+own.State.String()+" "+own.Detail)
+		m.undo(ctx, strings.TrimSpace("CUTOVER "+i64(cut)+" on "+m.designated()+" failed: task is "+own.State.String()+" "+own.Detail))
 	}
 }
 

@@ -85,6 +85,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.start(t, d)
 	case "deliver":
 		h.deliver(t, d)
+	case "stabilize":
+		h.stabilize(t, d)
 	case "conflict":
 		h.conflict(t, d)
 	case "tick":
@@ -105,6 +107,21 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		if d.HasArg("sync-polls") {
 			d.ScanArgs(t, "sync-polls", &h.w.syncPolls)
 		}
+		h.printWorld()
+	case "task":
+		// Set a task's state on the designated instance: task id=7 state=cutting_over.
+		var id int64
+		var st string
+		d.ScanArgs(t, "id", &id)
+		d.ScanArgs(t, "state", &st)
+		states := map[string]cutover.TaskState{"syncing": cutover.TaskSyncing, "replicating": cutover.TaskReplicating,
+			"cutting_over": cutover.TaskCuttingOver, "finished": cutover.TaskFinished, "failed": cutover.TaskFailed,
+			"cancelled": cutover.TaskCancelled}
+		ts, ok := states[st]
+		if !ok {
+			t.Fatalf("unknown task state %q", st)
+		}
+		h.w.tasks[id] = ts
 		h.printWorld()
 	case "pending":
 		for _, c := range h.pending {
@@ -214,6 +231,36 @@ func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
 			in = h.w.apply(c, err, applied != "" && glob(applied, step))
 		}
 		h.step(header, in)
+	}
+}
+
+// stabilize answers everything in flight and fires every timer (moving the clock to
+// it) until nothing is in flight and no timer is set, or the cutover is done. Commands
+// whose step matches fail= keep failing; rounds= bounds the loop (default 50).
+func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
+	rounds := 50
+	if d.HasArg("rounds") {
+		d.ScanArgs(t, "rounds", &rounds)
+	}
+	for range rounds {
+		if _, done := h.m.Done(); done {
+			return
+		}
+		if len(h.pending) > 0 {
+			h.deliver(t, d)
+			continue
+		}
+		at := int64(-1)
+		for _, v := range h.timers {
+			if at < 0 || v < at {
+				at = v
+			}
+		}
+		if at < 0 {
+			return
+		}
+		h.now = max(h.now, at)
+		h.fireDue()
 	}
 }
 

@@ -40,6 +40,8 @@ type runConfig struct {
 	chaos      int // steps of the hostile phase
 	mutants    cutover.Mutants
 	foreign    bool // allow writes to the record by someone else (may halt or abort)
+	trace      *machine.Recorder
+	deadline   int64 // CatchUpDeadline; 0 means 60 s
 }
 
 // runResult is what a run saw.
@@ -63,7 +65,10 @@ func run(c chooser, cfg runConfig) runResult {
 	w := newWorld(fixture(), names, d)
 	w.lag = int64(c.pick(3000, "lag"))
 	w.syncPolls = c.pick(3, "syncPolls")
-	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100,
+	if cfg.deadline == 0 {
+		cfg.deadline = 60_000
+	}
+	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: cfg.deadline, RetryAfter: 100,
 		Attempts: cfg.attempts, Grace: 5000, Mutants: cfg.mutants}
 	if cfg.finalize == 2 {
 		opts.FinalizeAfter = 3000
@@ -76,7 +81,11 @@ func run(c chooser, cfg runConfig) runResult {
 	var answered []cutover.Input
 	timers := map[string]int64{}
 	feed := func(in cutover.Input) {
-		cmds := m.On(&machine.Ctx{Now: now, Rand: rng, Trace: machine.Discard}, in)
+		var sink machine.TraceSink = machine.Discard
+		if cfg.trace != nil {
+			sink = cfg.trace
+		}
+		cmds := m.On(&machine.Ctx{Now: now, Rand: rng, Trace: sink}, in)
 		for _, cmd := range cmds {
 			res.log = append(res.log, cmd.String())
 			switch cmd := cmd.(type) {
