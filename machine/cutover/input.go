@@ -1,6 +1,9 @@
 package cutover
 
-import "loam.dev/router/kernel/shardmap"
+import (
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+)
 
 // Input is what the driver feeds in: the start request, one answer per command, timer
 // firings, the operator's decision, and Restarted after a Restore.
@@ -83,8 +86,9 @@ type TasksListed struct {
 	Err   error
 }
 
-// TimerFired is fed back when a SetTimer deadline has passed.
-type TimerFired struct{ ID string }
+// TimerFired is fed back when a SetTimer deadline has passed (convert with
+// TimerFired(t) from machine.TimerFired).
+type TimerFired machine.TimerFired
 
 // Finalize is the operator's decision to keep the new layout: stop the reverse stream,
 // wait the grace period, clear the fence on the retired shards. It is acted on once every

@@ -333,7 +333,10 @@ func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
-	h.m = cutover.Restore(s)
+	h.m, err = cutover.Restore(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.step("restart", cutover.Restarted{})
 }
 

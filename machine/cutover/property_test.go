@@ -181,7 +181,10 @@ func run(c chooser, cfg runConfig) runResult {
 			if err := json.Unmarshal(b, &s); err != nil {
 				panic(err)
 			}
-			m = cutover.Restore(s)
+			m, err = cutover.Restore(s)
+			if err != nil {
+				panic(err)
+			}
 			feed(cutover.Restarted{})
 		case k < 85:
 			if c.pick(2, "decision") == 0 {

@@ -70,7 +70,8 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 			require.NoError(t, err)
 			var s cutover.Snapshot
 			require.NoError(t, json.Unmarshal(b, &s))
-			m = cutover.Restore(s)
+			m, err = cutover.Restore(s)
+			require.NoError(t, err)
 			feed(cutover.Restarted{})
 		}
 	}

@@ -60,6 +60,11 @@ func FuzzSnapshotJSON(f *testing.F) {
 		if err != nil {
 			return // a record that decodes but does not encode (an enum out of range)
 		}
+		if m, err := cutover.Restore(s); err == nil {
+			m.On(ctxFor(), cutover.Restarted{}) // a snapshot Restore accepts never makes the machine panic
+			m.On(ctxFor(), cutover.Reply{Step: "app/4/fence/s0"})
+			m.On(ctxFor(), cutover.TimerFired{ID: "app/4/grace"})
+		}
 		var s2 cutover.Snapshot
 		require.NoError(t, json.Unmarshal(b1, &s2))
 		b2, err := json.Marshal(s2)
