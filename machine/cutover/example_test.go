@@ -16,11 +16,11 @@ func Example() {
 	for _, c := range m.On(ctx, cutover.Start{Record: fixture(), Plan: plan}) {
 		fmt.Println(c)
 	}
-	for _, c := range m.On(ctx, cutover.RecordWritten{Step: "app/4/begin", Version: 13}) {
+	for _, c := range m.On(ctx, cutover.RecordWritten{Step: "app/4/begin@12", Version: 13}) {
 		fmt.Println(c)
 	}
 	// Output:
-	// WriteRecord step=app/4/begin expect=12 gen=4 phase=cutting_over to=5 at=copy
+	// WriteRecord step=app/4/begin@12 expect=12 gen=4 phase=cutting_over to=5 at=copy
 	// SetTimer id=app/4/catchup/deadline at=21601000
 	// CopyData step=app/4/copy/pgdog-1 instance=pgdog-1 src=app dst=app__reshard_4 pub=app_pub slot=loam_app_4
 }

@@ -66,10 +66,15 @@ func (m *Machine) transform(cur *shardmap.Record) *shardmap.Record {
 	return serveRecord(cur)
 }
 
+// writeRecord sends the stage's compare-and-set. Its step id carries the version it
+// expects ("@<version>"): a rebased write is a different request, so a late answer to the
+// one it replaced cannot be taken for its own.
 func (m *Machine) writeRecord(ctx *machine.Ctx, next *shardmap.Record) {
 	m.s.Next = next
-	m.add(ctx, op{Step: m.stepID(""), Kind: kRecord})
+	m.add(ctx, op{Step: m.recordStep(), Kind: kRecord})
 }
+
+func (m *Machine) recordStep() string { return m.stepID("") + "@" + u(m.s.Rec.Version) }
 
 // sameContent reports whether two records are equal but for Version: a retried CAS whose
 // first try landed finds its own record in the store.
@@ -117,6 +122,7 @@ func (m *Machine) onRecord(ctx *machine.Ctx, in RecordWritten) {
 		ctx.Emit(Spec, "Rebase", machine.U("gen", m.s.Next.Generation), machine.U("version", in.Conflict.Version))
 		m.s.Rec = in.Conflict.Clone()
 		m.s.Next = m.transform(m.s.Rec)
+		o.Step = m.recordStep()
 		m.issue(ctx, i)
 	case in.Conflict != nil:
 		c := in.Conflict
