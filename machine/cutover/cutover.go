@@ -109,8 +109,6 @@ func checkStart(in Start) string {
 		return "start: record phase is " + r.State.Phase.String() + "; a cutover starts from resharding with a target (push the target first)"
 	case r.State.To != r.Generation+1:
 		return "start: record moves from generation " + u(r.Generation) + " to " + u(r.State.To) + "; a cutover publishes exactly the next generation"
-	case r.Validate() != nil:
-		return "start: record is invalid: " + r.Validate().Error()
 	case p.Role == "":
 		return "start: no application role to fence"
 	case p.Publication == "" || !lowerName(p.Publication):
@@ -119,6 +117,9 @@ func checkStart(in Start) string {
 		return "start: slot name " + slotName(r) + " is longer than 63 bytes; use a shorter database name"
 	case len(p.Instances) == 0:
 		return "start: no instances"
+	}
+	if err := r.Validate(); err != nil {
+		return "start: record is invalid: " + err.Error()
 	}
 	seen := make(map[string]bool, len(p.Instances))
 	for _, i := range p.Instances {

@@ -141,14 +141,15 @@ func checkStart(in Start) string {
 	switch {
 	case r == nil:
 		return "start: no record"
-	case r.Validate() != nil:
-		return "start: record is invalid: " + r.Validate().Error()
 	case in.Promoted.Host == "" || in.Promoted.Port == 0:
 		return "start: the promoted primary has no host:port"
 	case r.Router.Kind == shardmap.Vitess && in.Promoted.Tablet == "":
 		return "start: the promoted primary of a Vitess shard needs its tablet alias for TabletExternallyReparented"
 	case r.Router.Kind == shardmap.PgDog && in.Role == "":
 		return "start: no application role to fence on the old primary"
+	}
+	if err := r.Validate(); err != nil {
+		return "start: record is invalid: " + err.Error()
 	}
 	if _, _, ok := findShard(r, in.Shard); !ok {
 		return "start: shard " + strconv.Quote(in.Shard) + " is not in the record's layout or target"
