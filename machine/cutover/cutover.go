@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 )
@@ -144,9 +145,7 @@ func lowerName(s string) bool {
 }
 
 // destName is the reshard destination database, rendered at generation g (§6.4 step 1).
-func destName(r *shardmap.Record) string {
-	return r.Router.Name + "__reshard_" + u(r.Generation)
-}
+func destName(r *shardmap.Record) string { return render.ReshardDatabase(r.Router.Name, r.Generation) }
 
 // slotName is deterministic so a retried CopyData (after a restart) names the same slot.
 func slotName(r *shardmap.Record) string {
