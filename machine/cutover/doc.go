@@ -37,6 +37,9 @@
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.
+//   - d not answering the PAUSE after its CUTOVER (repause) does not stop the cutover:
+//     d already routes to the new shards, the old ones are fenced, and the reverse stream
+//     carries what d writes back to them until finalize.
 //   - A fence that fails on one shard rolls back: every source shard is unfenced again
 //     (UnfenceWrites is idempotent) before any instance resumes.
 //   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
