@@ -132,7 +132,9 @@ type Alert struct {
 }
 
 // Done reports the end of the cutover; nothing is answered and the machine ignores every
-// later input. Generation is the routing generation in force. Missed lists instances that
+// later input. Generation is the record's generation at the end: hand it to ConfigPush (a
+// finalize or a rollback stores a generation that drops the reshard destination, which the
+// cutover does not push itself). Missed lists instances that
 // did not pause (they were kept off the source by the fence), Lagging those that did not
 // reload (they reach no shard until they restart or ConfigPush moves them) and Unresumed
 // those that did not answer RESUME.
@@ -156,11 +158,13 @@ type CancelTimer struct{ machine.CancelTimer }
 type Outcome uint8
 
 const (
-	// Finalized: the database serves the target layout at generation g+1, the reverse
+	// Finalized: the database serves the target layout (routed by generation g+1, stored
+	// without the reshard destination at g+2, which Done names for ConfigPush), the reverse
 	// stream is stopped and the retired shards' fence is cleared.
 	Finalized Outcome = iota + 1
 	// RolledBack: a failure before the point of no return; the database serves the source
-	// layout at generation g, unfenced, every reachable instance resumed.
+	// layout (stored at generation g+1 without the reshard destination, which Done names
+	// for ConfigPush), unfenced, every reachable instance resumed.
 	RolledBack
 	// Reversed: after the point of no return the operator chose Reverse; the database
 	// serves the source layout at generation g+2 and the target's shards stay fenced.

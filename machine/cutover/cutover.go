@@ -757,7 +757,8 @@ func (m *Machine) failed() *op {
 
 // undo walks back what the current direction did, before its point of no return: put the
 // designated instance back on the files' routing, release the fence, resume, and (forward)
-// stop the copy and give the record back to serving at generation g.
+// stop the copy and give the record back to serving the source layout (at generation g+1:
+// dropping the reshard target is a new generation).
 func (m *Machine) undo(ctx *machine.Ctx, reason string) {
 	m.dropTimer(m.prefix()+"catchup/deadline", true)
 	m.dropTimer(m.prefix()+"catchup/next", true)

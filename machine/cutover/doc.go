@@ -17,13 +17,16 @@
 //  5. Publish generation g+1 by compare-and-set, write the files, RELOAD every other
 //     instance.
 //  6. Resume <db> on every instance.
-//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence) or Reverse
+//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence, store g+2 without
+//     the reshard destination) or Reverse
 //     (steps 2–6 the other way: pause, fence the new shards, CUTOVER the reverse stream,
 //     publish g+2 = the old layout, reload, unfence the old shards, resume).
 //
 // Before the point of no return any failure rolls back to serving the source: RELOAD d from
 // the files of generation g if a CUTOVER was attempted (its swap lives only in d's memory),
-// unfence, resume, stop the copy, give the record back to serving at g. After it there is no
+// unfence, resume, stop the copy, give the record back to serving the source layout (at
+// g+1, since dropping the reshard target changes the files; Done names the generation for
+// ConfigPush). After it there is no
 // going back without the reverse stream: only forward, or Reverse.
 //
 // # Defined outcomes

@@ -13,10 +13,17 @@ import (
 //	begin    g    resharding → cutting_over (to g+1, step copy): no other controller may
 //	              start a cutover or push a different target now.
 //	publish  g+1  layout = target, target = the old layout with its shards marked fenced,
-//	              cutting_over (to g+2, step resume): g+2 is what a reverse would publish.
-//	finish   g+1  serving, no target (finalize); or, when rolling back before the point of
-//	              no return, serving at g with no target ("abandon").
+//	              cutting_over (to g+2, step resume): g+2 is what comes next, finalize or
+//	              reverse.
+//	finish   g+2  the new layout, serving, no target (finalize).
 //	reverse  g+2  the old layout, serving, no target.
+//	abandon  g+1  the old layout, serving, no target: a rollback before the point of no
+//	              return (g+1 was never stored, so it is not reused).
+//
+// Dropping the target is a new generation because it changes the routers' files (the
+// reshard destination goes away): shardmap.ValidateNext refuses it otherwise. The cutover
+// does not push finish's or abandon's generation itself, since routing does not change:
+// Done names it, and ConfigPush carries it to the instances.
 
 func beginRecord(cur *shardmap.Record) *shardmap.Record {
 	c := cur.Clone()
@@ -50,6 +57,7 @@ func (m *Machine) publishRecord(cur *shardmap.Record) *shardmap.Record {
 
 func serveRecord(cur *shardmap.Record) *shardmap.Record {
 	c := cur.Clone()
+	c.Generation = cur.State.To
 	c.Target = nil
 	c.State = shardmap.State{Phase: shardmap.Serving}
 	return c

@@ -194,7 +194,13 @@ func (w *world) writeRecord(c cutover.WriteRecord) {
 	if next.Generation < w.store.Generation {
 		w.violate("generation goes back from %d to %d", w.store.Generation, next.Generation)
 	}
-	if next.Generation > w.store.Generation && next.Generation == w.g+1 {
+	// What every ShardMapStore checks inside its compare-and-set (adapters.CheckCAS).
+	if err := next.Validate(); err != nil {
+		w.violate("invalid record written: %v", err)
+	} else if err := next.ValidateNext(w.store); err != nil {
+		w.violate("record refused by the store: %v", err)
+	}
+	if w.layoutOf(next) == "dst" && w.layoutOf(w.store) == "src" {
 		for _, s := range w.src {
 			if !w.fenced[s] {
 				w.violate("generation %d published while source shard %s is not fenced", next.Generation, s)
@@ -204,7 +210,7 @@ func (w *world) writeRecord(c cutover.WriteRecord) {
 			w.violate("generation %d published before CUTOVER took effect on %s", next.Generation, w.designated)
 		}
 	}
-	if next.Generation == w.g+2 && w.store.Generation == w.g+1 && !w.rcut {
+	if w.layoutOf(next) == "src" && w.layoutOf(w.store) == "dst" && !w.rcut {
 		w.violate("generation %d published before the reverse CUTOVER took effect", next.Generation)
 	}
 	r := next.Clone()
@@ -268,12 +274,15 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 func (w *world) checkEnd(d cutover.Done) {
 	switch d.Outcome {
 	case cutover.Finalized:
-		w.expectRecord(d, w.g+1, shardmap.Serving)
+		w.expectRecord(d, w.g+2, shardmap.Serving)
 		if len(d.Lagging) == 0 {
 			w.expectFence(w.src, false)
 		}
 	case cutover.RolledBack:
-		w.expectRecord(d, w.g, shardmap.Serving)
+		w.expectRecord(d, w.g+1, shardmap.Serving)
+		if w.layoutOf(w.store) != "src" {
+			w.violate("rolled back but the record routes to the new layout")
+		}
 		w.expectFence(w.src, false)
 		if w.routes[w.designated] != "src" {
 			w.violate("rolled back but %s routes to the new shards", w.designated)

@@ -102,6 +102,8 @@ func (w *world) write(next *shardmap.Record) {
 	}
 	if err := next.Validate(); err != nil {
 		w.violate("invalid record written: %v", err)
+	} else if err := next.ValidateNext(w.store); err != nil {
+		w.violate("record refused by the store: %v", err)
 	}
 	if b, _ := backendOf(next, w.shard); b.Host == w.promoted.Host && b.Port == w.promoted.Port {
 		old, _ := backendOf(w.start, w.shard)
