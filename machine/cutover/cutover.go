@@ -212,6 +212,8 @@ func (m *Machine) sequence() []stage {
 		return stepsPublishBeforeCutover
 	case mu.ResumeBeforePublish:
 		return stepsResumeBeforePublish
+	case mu.FilesBeforePublish:
+		return stepsFilesBeforePublish
 	}
 	return stepsNormal
 }
@@ -383,13 +385,24 @@ func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	case kCutover:
 		c = Cutover{Step: o.Step, Instance: o.Target, Task: o.Task}
 	case kFiles:
-		c = WriteFiles{Step: o.Step, Generation: m.s.Rec.Generation, Record: m.s.Rec}
+		r := m.filesRecord()
+		c = WriteFiles{Step: o.Step, Generation: r.Generation, Record: r}
 	case kReload:
-		c = Reload{Step: o.Step, Instance: o.Target, Generation: m.s.Rec.Generation, Record: m.s.Rec}
+		r := m.filesRecord()
+		c = Reload{Step: o.Step, Instance: o.Target, Generation: r.Generation, Record: r}
 	case kStop:
 		c = StopTask{Step: o.Step, Instance: o.Target, Task: o.Task}
 	}
 	m.out = append(m.out, c)
+}
+
+// filesRecord is the record whose files WriteFiles and Reload carry: the stored one (the
+// FilesBeforePublish mutant takes the one it is about to publish).
+func (m *Machine) filesRecord() *shardmap.Record {
+	if m.s.Plan.Options.Mutants.FilesBeforePublish && !m.s.Reverse && (m.s.Stage == stFiles || m.s.Stage == stReload) {
+		return m.publishRecord(m.s.Rec)
+	}
+	return m.s.Rec
 }
 
 // find returns the index of the awaited op with this step id, or -1.
@@ -611,7 +624,7 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stFinish, stUndoRecord:
 		m.writeRecord(ctx, serveRecord(m.s.Rec))
 	case stUndoReload:
-		if m.s.ReloadDesg {
+		if m.s.ReloadDesg && !m.s.Plan.Options.Mutants.SkipDesignatedReload {
 			m.add(ctx, op{Step: m.stepID(d), Kind: kReload, Target: d})
 		}
 	case stUndoUnfence:

@@ -40,6 +40,7 @@ type harness struct {
 	pending []cutover.Command
 	timers  map[string]int64
 	mutant  bool
+	seen    []string // every violation since start
 	out     strings.Builder
 }
 
@@ -75,6 +76,7 @@ func (h *harness) record(cmds []cutover.Command) {
 	for _, v := range h.w.violations {
 		fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
 	}
+	h.seen = append(h.seen, h.w.violations...)
 	h.w.violations = nil
 }
 
@@ -123,6 +125,16 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.w.tasks[id] = ts
 		h.printWorld()
+	case "expect-violation":
+		// The input text must occur in a violation seen since start: a mutant script
+		// asserts that its invariant tripped, whatever the golden output says.
+		for _, v := range h.seen {
+			if strings.Contains(v, strings.TrimSpace(d.Input)) {
+				return "caught\n"
+			}
+		}
+		t.Errorf("%s: no violation contains %q; seen %q", d.Pos, d.Input, h.seen)
+		return "not caught\n"
 	case "pending":
 		for _, c := range h.pending {
 			fmt.Fprintf(&h.out, "%s\n", c)
@@ -164,6 +176,10 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 			opts.Mutants.PublishBeforeCutover = true
 		case "resume-before-publish":
 			opts.Mutants.ResumeBeforePublish = true
+		case "files-before-publish":
+			opts.Mutants.FilesBeforePublish = true
+		case "skip-designated-reload":
+			opts.Mutants.SkipDesignatedReload = true
 		default:
 			t.Fatalf("unknown mutant %q", mu)
 		}
@@ -175,6 +191,7 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 		rec.State.To = 0
 	}
 	h.m = cutover.New()
+	h.seen = nil
 	h.w = newWorld(fixture(), instances, designated)
 	h.rec = &machine.Recorder{}
 	h.now = 1000

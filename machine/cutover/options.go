@@ -42,6 +42,18 @@ type Mutants struct {
 	// ResumeBeforePublish resumes every instance right after CUTOVER, before g+1 is
 	// published. Trips "resume only after the generation is published".
 	ResumeBeforePublish bool
+	// FilesBeforePublish writes the files (and reloads) before the compare-and-set that
+	// publishes their generation: an instance restarting in between routes by a generation
+	// the store does not have. Trips "files only for a published generation".
+	FilesBeforePublish bool
+	// ReverseReusesGeneration publishes the reverse at the source's old generation g
+	// instead of g+2. Trips "generations only increase".
+	ReverseReusesGeneration bool
+	// SkipDesignatedReload rolls back without reloading the designated instance after a
+	// CUTOVER that failed: if the CUTOVER had swapped its routing, it keeps writing to the
+	// new shards while the others write to the unfenced old ones. Trips "writes never reach
+	// both layouts" (testdata/interaction/mutants.txt).
+	SkipDesignatedReload bool
 }
 
 func (o Options) withDefaults() Options {

@@ -288,11 +288,16 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"SkipFence/split", cutover.Mutants{SkipFence: true}, "split brain"},
 		{"PublishBeforeCutover", cutover.Mutants{PublishBeforeCutover: true}, "published before CUTOVER took effect"},
 		{"ResumeBeforePublish", cutover.Mutants{ResumeBeforePublish: true}, "is not published (CUTOVER took effect)"},
+		{"ResumeBeforePublish/fenced", cutover.Mutants{ResumeBeforePublish: true}, "of the stored generation 4 is fenced"},
+		{"PublishBeforeCutover/reverse", cutover.Mutants{PublishBeforeCutover: true}, "before the reverse CUTOVER took effect"},
+		{"FilesBeforePublish", cutover.Mutants{FilesBeforePublish: true}, "files for generation 5 written while the store has 4"},
+		{"ReverseReusesGeneration", cutover.Mutants{ReverseReusesGeneration: true}, "generation goes back from 5 to 4"},
+		{"ReverseReusesGeneration/store", cutover.Mutants{ReverseReusesGeneration: true}, "record refused by the store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
 			for seed := range uint64(20) {
-				cfg := runConfig{instances: 3, attempts: 2, chaos: 40, mutants: tc.mutant}
+				cfg := runConfig{instances: 3, attempts: 2, chaos: 40, mutants: tc.mutant, finalize: int(seed % 2)}
 				res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, cfg)
 				for _, v := range res.violations {
 					if strings.Contains(v, tc.invariant) {

@@ -40,6 +40,9 @@ func (m *Machine) publishRecord(cur *shardmap.Record) *shardmap.Record {
 	c.Layout = *c.Target
 	c.Generation = cur.State.To
 	if m.s.Reverse {
+		if m.s.Plan.Options.Mutants.ReverseReusesGeneration {
+			c.Generation = m.s.Origin.Generation
+		}
 		for i := range c.Layout.Shards {
 			c.Layout.Shards[i].Fence = shardmap.FenceOpen
 		}

@@ -54,6 +54,7 @@ var (
 	stepsNormal               = []stage{stPause, stFence, stCutover, stResolve, stRepause, stPublish, stFiles, stReload, stOpen, stResume}
 	stepsPublishBeforeCutover = []stage{stPause, stFence, stPublish, stFiles, stReload, stCutover, stResolve, stRepause, stOpen, stResume}
 	stepsResumeBeforePublish  = []stage{stPause, stFence, stCutover, stResolve, stRepause, stOpen, stResume, stPublish, stFiles, stReload}
+	stepsFilesBeforePublish   = []stage{stPause, stFence, stCutover, stResolve, stRepause, stFiles, stReload, stPublish, stOpen, stResume}
 )
 
 type opKind uint8

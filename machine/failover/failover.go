@@ -201,6 +201,9 @@ func (m *Machine) repoint(cur *shardmap.Record) (*shardmap.Record, bool) {
 	l.Shards[i].Backend = p
 	l.Shards[i].Fence = shardmap.FenceOpen
 	c.Generation = cur.Generation + 1
+	if m.s.Start.Options.Mutants.KeepGeneration {
+		c.Generation = cur.Generation
+	}
 	if c.State.To != 0 && c.State.To <= c.Generation {
 		c.State.To = c.Generation + 1
 	}
@@ -219,19 +222,22 @@ func (m *Machine) isVitess() bool { return m.s.Start.Record.Router.Kind == shard
 // is reparented first and the record mirrors it; PgDog routes by the files rendered from
 // the record, so the record comes first and ConfigPush carries it out.
 func (m *Machine) after(st stage) stage {
-	switch st {
-	case stFence:
-		if m.isVitess() {
-			return stReparent
+	var seq []stage
+	mu := m.s.Start.Options.Mutants
+	switch {
+	case m.isVitess() && mu.RecordBeforeReparent:
+		seq = []stage{stFence, stRepoint, stReparent}
+	case m.isVitess():
+		seq = []stage{stFence, stReparent, stRepoint}
+	case mu.PushBeforeRecord:
+		seq = []stage{stFence, stPush, stRepoint}
+	default:
+		seq = []stage{stFence, stRepoint, stPush}
+	}
+	for i, s := range seq {
+		if s == st && i+1 < len(seq) {
+			return seq[i+1]
 		}
-		return stRepoint
-	case stReparent:
-		return stRepoint
-	case stRepoint:
-		if m.isVitess() {
-			return stDone
-		}
-		return stPush
 	}
 	return stDone
 }
@@ -289,7 +295,11 @@ func (m *Machine) send(ctx *machine.Ctx) {
 	case stRepoint:
 		m.out = append(m.out, WriteRecord{Step: step, Attempt: at, Expect: m.s.Rec.Version, Record: m.s.Next})
 	case stPush:
-		m.out = append(m.out, Push{Step: step, Attempt: at, Generation: m.s.Rec.Generation, Record: m.s.Rec})
+		rec := m.s.Rec
+		if m.s.Start.Options.Mutants.PushBeforeRecord && !m.repointed(rec) {
+			rec, _ = m.repoint(rec)
+		}
+		m.out = append(m.out, Push{Step: step, Attempt: at, Generation: rec.Generation, Record: rec})
 	}
 }
 

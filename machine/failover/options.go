@@ -18,6 +18,17 @@ type Mutants struct {
 	// SkipFence repoints without trying to fence the old primary. Trips "the record names
 	// the promoted primary only after the old one was fenced or tried Attempts times".
 	SkipFence bool
+	// RecordBeforeReparent (Vitess) writes the record before TabletExternallyReparented:
+	// the record says the promoted tablet is primary while Vitess still routes to the old
+	// one. Trips "the record mirrors Vitess".
+	RecordBeforeReparent bool
+	// PushBeforeRecord (PgDog) hands the new generation to ConfigPush before it is
+	// stored. Trips "ConfigPush gets only a stored generation".
+	PushBeforeRecord bool
+	// KeepGeneration repoints without a new generation: routers that loaded the old files
+	// cannot tell them from the new. Trips "generations only increase" (and the store's
+	// own check).
+	KeepGeneration bool
 }
 
 func (o Options) withDefaults() Options {

@@ -146,16 +146,34 @@ func TestPropertyFailover(t *testing.T) {
 	})
 }
 
-func TestMutantSkipFence(t *testing.T) {
-	caught := 0
-	for seed := range uint64(20) {
-		_, v, _ := run(rngChooser{rand.New(rand.NewPCG(seed, 3))}, seed%2 == 0, 20, failover.Mutants{SkipFence: true})
-		for _, x := range v {
-			if strings.Contains(x, "before the old primary was fenced") {
-				caught++
-				break
+// TestMutantsTripInvariants: each mutant is caught by the invariant named for it within
+// 20 seeds.
+func TestMutantsTripInvariants(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mutant    failover.Mutants
+		vitess    bool
+		invariant string
+	}{
+		{"SkipFence/pgdog", failover.Mutants{SkipFence: true}, false, "before the old primary was fenced"},
+		{"SkipFence/vitess", failover.Mutants{SkipFence: true}, true, "before the old primary was fenced"},
+		{"RecordBeforeReparent", failover.Mutants{RecordBeforeReparent: true}, true, "before Vitess reparented the tablet"},
+		{"PushBeforeRecord", failover.Mutants{PushBeforeRecord: true}, false, "which no stored record naming the promoted primary has"},
+		{"KeepGeneration", failover.Mutants{KeepGeneration: true}, false, "generations only increase"},
+		{"KeepGeneration/store", failover.Mutants{KeepGeneration: true}, true, "record refused by the store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caught := 0
+			for seed := range uint64(20) {
+				_, v, _ := run(rngChooser{rand.New(rand.NewPCG(seed, 3))}, tc.vitess, 20, tc.mutant)
+				for _, x := range v {
+					if strings.Contains(x, tc.invariant) {
+						caught++
+						break
+					}
+				}
 			}
-		}
+			require.Positive(t, caught, "mutant %s never tripped %q in 20 seeds", tc.name, tc.invariant)
+		})
 	}
-	require.Positive(t, caught, "SkipFence never tripped its invariant in 20 seeds")
 }
