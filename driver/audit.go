@@ -48,6 +48,7 @@ type AuditEntry struct {
 	Target     string `json:"target,omitempty"`
 	What       string `json:"what"`
 	Result     string `json:"result,omitempty"` // "ok" or the error
+	Detail     string `json:"detail,omitempty"` // what the reply carried (a lag, a version)
 	DurationMS int64  `json:"duration_ms,omitempty"`
 }
 
@@ -127,46 +128,59 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 	return out, nil
 }
 
-// Audited wraps an executor of one machine (kind, id) so that every command it executes is
-// preceded by an exec entry and followed by a result entry, and so that no command runs
-// unless valid() says the lease is held (a deposed controller's step is refused, recorded
-// as refused, and answered with nothing: the run is being stopped). onResult, when set, sees
-// every executed command with its reply and the entry that recorded it (for metrics and
-// progress).
-func Audited[In, Cmd any](kind, id string, next Executor[In, Cmd], a *Audit, valid func() (Token, bool), onResult func(Cmd, In, AuditEntry)) Executor[In, Cmd] {
-	return ExecutorFunc[In, Cmd](func(ctx context.Context, c Cmd) (In, bool) {
-		base := AuditEntry{Machine: kind, ID: id, What: describe(c), Target: target(c)}
-		base.Step, base.Attempt = stepOf(c)
-		if valid != nil {
-			if tok, ok := valid(); !ok {
-				e := base
-				e.Event, e.Result = AuditRefused, ErrNotLeader.Error()
-				_ = a.Append(ctx, e)
-				a.log.Warn("command refused: the lease is not held", "machine", kind, "id", id, "cmd", base.What, "tenure", tok)
-				var zero In
-				<-ctx.Done()
-				return zero, false
-			}
+// Audited wraps an executor of one machine so that every command it executes is preceded
+// by an exec entry and followed by a result entry, and so that no command runs unless Valid
+// says the lease is held: a deposed controller's step is refused, recorded as refused, and
+// answered with nothing (the run is being stopped).
+type Audited[In, Cmd any] struct {
+	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
+	Next     Executor[In, Cmd]
+	Audit    *Audit
+	// Valid reports the lease; nil runs every command (a one-shot CLI run).
+	Valid func() (Token, bool)
+	// Detail, when set, says what a reply carried beyond its error (a lag, a version),
+	// recorded in the result entry for people and for progress estimates.
+	Detail func(In) string
+	// OnResult, when set, sees every executed command with its reply and the entry that
+	// recorded it (for metrics and progress).
+	OnResult func(Cmd, In, AuditEntry)
+}
+
+// Execute implements Executor.
+func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
+	base := AuditEntry{Machine: x.Kind, ID: x.ID, What: describe(c), Target: target(c)}
+	base.Step, base.Attempt = stepOf(c)
+	if x.Valid != nil {
+		if tok, ok := x.Valid(); !ok {
+			e := base
+			e.Event, e.Result = AuditRefused, ErrNotLeader.Error()
+			_ = x.Audit.Append(ctx, e)
+			x.Audit.log.Warn("command refused: the lease is not held", "machine", x.Kind, "id", x.ID, "cmd", base.What, "tenure", tok)
+			var zero In
+			<-ctx.Done()
+			return zero, false
 		}
-		e := base
-		e.Event = AuditExec
-		_ = a.Append(ctx, e)
-		t0 := time.Now()
-		in, reply := next.Execute(ctx, c)
-		d := time.Since(t0)
-		e = base
-		e.DurationMS = d.Milliseconds()
-		if reply {
-			e.Event, e.Result = AuditResult, resultOf(in)
-		} else {
-			e.Event, e.Result = AuditReport, "ok"
+	}
+	e := base
+	e.Event = AuditExec
+	_ = x.Audit.Append(ctx, e)
+	t0 := time.Now()
+	in, reply := x.Next.Execute(ctx, c)
+	e = base
+	e.DurationMS = time.Since(t0).Milliseconds()
+	if reply {
+		e.Event, e.Result = AuditResult, resultOf(in)
+		if x.Detail != nil {
+			e.Detail = x.Detail(in)
 		}
-		_ = a.Append(ctx, e)
-		if onResult != nil {
-			onResult(c, in, e)
-		}
-		return in, reply
-	})
+	} else {
+		e.Event, e.Result = AuditReport, "ok"
+	}
+	_ = x.Audit.Append(ctx, e)
+	if x.OnResult != nil {
+		x.OnResult(c, in, e)
+	}
+	return in, reply
 }
 
 func describe(c any) string {

@@ -22,9 +22,9 @@ func TestAuditedRecordsEveryStep(t *testing.T) {
 	store := memstore.New()
 	tok := driver.Token{Holder: "ctl-a", Epoch: 7}
 	audit := driver.NewAudit(store, func() driver.Token { return tok }, quiet)
-	exec := driver.Audited[configpush.Input, configpush.Command]("configpush", "ns/app",
-		&driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet},
-		audit, func() (driver.Token, bool) { return tok, true }, nil)
+	exec := &driver.Audited[configpush.Input, configpush.Command]{Kind: "configpush", ID: "ns/app",
+		Next:  &driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet},
+		Audit: audit, Valid: func() (driver.Token, bool) { return tok, true }}
 	opts := configpush.Options{Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	require.NoError(t, driver.Run(context.Background(), driver.ConfigPush(exec, opts),
 		driver.Config[configpush.Input]{ID: "ns/app", Logger: quiet, Trace: machine.Discard}, push(4, ids)))
@@ -74,9 +74,9 @@ func TestAuditedRefusesWithoutLease(t *testing.T) {
 	store := memstore.New()
 	tok := driver.Token{Holder: "ctl-a", Epoch: 3}
 	audit := driver.NewAudit(store, func() driver.Token { return tok }, quiet)
-	exec := driver.Audited[configpush.Input, configpush.Command]("configpush", "ns/app",
-		&driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet},
-		audit, func() (driver.Token, bool) { return tok, false }, nil)
+	exec := &driver.Audited[configpush.Input, configpush.Command]{Kind: "configpush", ID: "ns/app",
+		Next:  &driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet},
+		Audit: audit, Valid: func() (driver.Token, bool) { return tok, false }}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err := driver.Run(ctx, driver.ConfigPush(exec, configpush.Options{}),

@@ -126,6 +126,11 @@ type CutoverConfig struct {
 	Publication  string   `toml:"publication"`
 	LagThreshold int64    `toml:"lag_threshold_bytes"`
 	Grace        Duration `toml:"grace"`
+	// PollEvery is the catch-up poll interval (default 1s).
+	PollEvery Duration `toml:"poll_every"`
+	// FinalizeAfter, when set, finalizes that long after every instance resumed unless a
+	// rollback is asked first (default: wait for `cutover finalize`).
+	FinalizeAfter Duration `toml:"finalize_after"`
 }
 
 // FencingConfig is one fenced session directory on Valkey/Redis whose key migration the

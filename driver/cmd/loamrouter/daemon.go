@@ -29,10 +29,10 @@ type daemon struct {
 	m       *metrics
 	alerts  driver.AlertSink
 	drain   <-chan struct{}
-	// shards opens the backends of a record's shards for the in-doubt monitor.
-	shards func(ctx context.Context, d *DatabaseConfig, rec *shardmap.Record) (map[string]driver.PreparedLister, func(), error)
-	// routers opens a database's router instances.
-	routers func(d *DatabaseConfig) (map[string]adapters.RouterInstance, error)
+	// open reaches a database's routers and shards.
+	open opener
+	// poll is how often requests (cutover, failover) are looked for (default 500ms).
+	poll time.Duration
 }
 
 func (d *daemon) token() driver.Token { t, _ := d.lease.Valid(); return t }
@@ -118,30 +118,46 @@ func (d *daemon) lead(ctx context.Context, tok driver.Token) error {
 func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 	ref := adapters.DBRef{Namespace: dc.Namespace, Database: dc.Name}
 	log := d.log.With("db", ref.String())
-	rec, err := d.store.Watch(ctx, ref, 0)
+	rec, err := d.watchUntilDrained(ctx, ref, 0)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !d.draining() {
 			log.Error("cannot read the record", "err", err)
 		}
 		return
 	}
+	var f *fleet
+	for {
+		if f, err = d.open(ctx, dc); err == nil {
+			break
+		}
+		log.Error("cannot reach the database's routers and shards; trying again", "err", err)
+		if !sleep(ctx, 5*time.Second) || d.draining() {
+			return
+		}
+	}
+	defer f.close()
+	f.learn(rec)
 	var wg sync.WaitGroup
 	pushes := make(chan configpush.Input, 4)
 	tracks := make(chan indoubt.Input, 4)
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		d.runConfigPush(ctx, dc, ref, pushes, log)
+		d.runConfigPush(ctx, dc, ref, f, pushes, log)
+	}()
+	go func() {
+		defer wg.Done()
+		d.runCutovers(ctx, dc, ref, f, log)
 	}()
 	monitor := dc.InDoubt.Enabled == nil || *dc.InDoubt.Enabled
 	if monitor {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.runInDoubt(ctx, dc, ref, rec, tracks, log)
+			d.runInDoubt(ctx, dc, ref, f, tracks, log)
 		}()
 	}
-	d.watch(ctx, dc, ref, rec, pushes, tracks, monitor, log)
+	d.watch(ctx, dc, ref, rec, f, pushes, tracks, monitor, log)
 	close(pushes)
 	close(tracks)
 	wg.Wait()
@@ -149,10 +165,11 @@ func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 
 // watch turns every new version of the record into a Push (when routing may change and no
 // cutover owns the routers) and a Track (when the shard set changes).
-func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, rec *shardmap.Record,
+func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, rec *shardmap.Record, f *fleet,
 	pushes chan<- configpush.Input, tracks chan<- indoubt.Input, monitor bool, log *slog.Logger) {
 	var shards []string
 	for {
+		f.learn(rec)
 		if rec.State.Phase == shardmap.CuttingOver {
 			log.Debug("a cutover owns the routers; not pushing", "version", rec.Version, "gen", rec.Generation)
 		} else if files, err := renderFiles(rec, dc); err != nil {
@@ -177,16 +194,7 @@ func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBR
 				return
 			}
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-d.drain:
-				cancel()
-			case <-wctx.Done():
-			}
-		}()
-		next, err := d.store.Watch(wctx, ref, rec.Version)
-		cancel()
+		next, err := d.watchUntilDrained(ctx, ref, rec.Version)
 		if err != nil {
 			if ctx.Err() != nil || d.draining() {
 				return
@@ -199,6 +207,20 @@ func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBR
 		}
 		rec = next
 	}
+}
+
+// watchUntilDrained is the store's Watch, ended by a drain too.
+func (d *daemon) watchUntilDrained(ctx context.Context, ref adapters.DBRef, after uint64) (*shardmap.Record, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-d.drain:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return d.store.Watch(wctx, ref, after)
 }
 
 func routerIDs(dc *DatabaseConfig) []string {
@@ -264,14 +286,7 @@ func (d *daemon) keepRunning(ctx context.Context, log *slog.Logger, name string,
 	}
 }
 
-func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, pushes <-chan configpush.Input, log *slog.Logger) {
-	insts, err := d.routers(dc)
-	if err != nil {
-		log.Error("cannot open the routers; config push is off for this database", "err", err)
-		for range pushes {
-		}
-		return
-	}
+func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, pushes <-chan configpush.Input, log *slog.Logger) {
 	var mu sync.Mutex
 	started := map[uint64]time.Time{}
 	// Pushes pass through here so their start times are known for the duration metric.
@@ -294,8 +309,8 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 		}
 	}()
 	exec := &driver.ConfigPushExecutor{
-		Target:   &dirTarget{dir: dc.FilesDir},
-		Instance: driver.Lookup(insts),
+		Target:   d.target(dc),
+		Instance: driver.Lookup(f.routers),
 		Logger:   log,
 		OnOutcome: func(o configpush.Outcome) {
 			mu.Lock()
@@ -314,16 +329,13 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 			}
 		},
 	}
-	if dc.FilesDir == "" {
-		exec.Target = noFiles{}
-	}
-	audited := driver.Audited[configpush.Input, configpush.Command]("configpush", ref.String(), exec, d.audit, d.lease.Valid,
-		func(c configpush.Command, r configpush.Input, e driver.AuditEntry) {
+	audited := &driver.Audited[configpush.Input, configpush.Command]{Kind: "configpush", ID: ref.String(), Next: exec, Audit: d.audit, Valid: d.lease.Valid,
+		OnResult: func(c configpush.Command, r configpush.Input, e driver.AuditEntry) {
 			d.m.step("configpush", e)
 			if o, ok := r.(configpush.Observed); ok && o.Err == nil && o.Known {
 				d.m.routerGeneration.WithLabelValues(ref.String(), o.Instance).Set(float64(o.Generation))
 			}
-		})
+		}}
 	if freshStart { // a mutant build only: see mutant_fresh.go
 		if b, err := d.store.GetBlob(ctx, driver.SnapshotKey("configpush", ref.String())); err == nil {
 			_ = d.guarded.DeleteBlob(ctx, b.Key, b.Version)
@@ -336,6 +348,14 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 	})
 }
 
+// target is where a database's files go.
+func (d *daemon) target(dc *DatabaseConfig) driver.ConfigTarget {
+	if dc.FilesDir == "" {
+		return noFiles{}
+	}
+	return &dirTarget{dir: dc.FilesDir}
+}
+
 // noFiles refuses to write: a database without files_dir cannot have its files pushed.
 type noFiles struct{}
 
@@ -343,15 +363,7 @@ func (noFiles) WriteFiles(context.Context, uint64, render.Files) error {
 	return errors.New("no files_dir configured for this database: set databases.files_dir to where the routers read their files")
 }
 
-func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, rec *shardmap.Record, tracks <-chan indoubt.Input, log *slog.Logger) {
-	shards, closeShards, err := d.shards(ctx, dc, rec)
-	if err != nil {
-		log.Error("cannot open the shards; the in-doubt monitor is off for this database", "err", err)
-		for range tracks {
-		}
-		return
-	}
-	defer closeShards()
+func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, tracks <-chan indoubt.Input, log *slog.Logger) {
 	var roster staticRoster
 	for _, r := range dc.Routers {
 		if r.NodeID != "" {
@@ -360,10 +372,9 @@ func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapter
 	}
 	var mu sync.Mutex
 	seen := map[string][]indoubt.Xact{}
-	exec := &driver.InDoubtExecutor{Shard: func(name string) (driver.PreparedLister, bool) { s, ok := shards[name]; return s, ok },
-		Roster: roster, Alerts: d.alerts, Logger: log}
-	audited := driver.Audited[indoubt.Input, indoubt.Command]("indoubt", ref.String(), exec, d.audit, d.lease.Valid,
-		func(c indoubt.Command, r indoubt.Input, e driver.AuditEntry) {
+	exec := &driver.InDoubtExecutor{Shard: f.shardLister(ctx), Roster: roster, Alerts: d.alerts, Logger: log}
+	audited := &driver.Audited[indoubt.Input, indoubt.Command]{Kind: "indoubt", ID: ref.String(), Next: exec, Audit: d.audit, Valid: d.lease.Valid,
+		OnResult: func(c indoubt.Command, r indoubt.Input, e driver.AuditEntry) {
 			d.m.step("indoubt", e)
 			p, ok := r.(indoubt.Prepared)
 			if !ok || p.Err != nil {
@@ -387,7 +398,7 @@ func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapter
 				age = time.Since(time.UnixMilli(oldest)).Seconds()
 			}
 			d.m.indoubtOldest.WithLabelValues(ref.String()).Set(age)
-		})
+		}}
 	opts := indoubt.Options{Period: dc.InDoubt.Period.Duration, Threshold: dc.InDoubt.Threshold.Duration, Deployment: dc.InDoubt.Deployment}
 	d.keepRunning(ctx, log, "indoubt", func() error {
 		return driver.Run(ctx, driver.InDoubt(audited, opts), driver.Config[indoubt.Input]{

@@ -30,12 +30,15 @@ type cli struct {
 	logFormat  string
 	logLevel   string
 
-	cfg *Config
-	log *slog.Logger
+	cfg  *Config
+	log  *slog.Logger
+	open opener
 }
 
-func newRoot() *cobra.Command {
-	c := &cli{}
+func newRoot() *cobra.Command { return newRootFor(&cli{}) }
+
+// newRootFor builds the command tree around c (tests set c.open first).
+func newRootFor(c *cli) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "loamrouter",
 		Short: "Keep sharded Postgres (PgDog) and MySQL (Vitess) routable and safe",
@@ -70,7 +73,7 @@ daemon's listen address.`,
 	f.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text (for a terminal) or json")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newMapCmd(c), newRenderCmd(c), newLocateCmd(c), newOracleCmd(c), newAuditCmd(c),
-		newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c))
+		newCutoverCmd(c), newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c))
 	return root
 }
 
@@ -128,7 +131,11 @@ type Store interface {
 
 // openStore opens the configured store. The embedded file is locked by bbolt to one
 // process: when a daemon holds it, the CLI goes through the daemon's listen address.
-func (c *cli) openStore(ctx context.Context) (Store, error) {
+func (c *cli) openStore(ctx context.Context) (Store, error) { return c.openStoreFor(ctx, false) }
+
+// openStoreFor opens the store; a daemon (own) waits longer for the embedded file's lock
+// (a command may hold it for a moment) and never goes through another daemon.
+func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 	if u := c.storeURL; u != "" {
 		if pd, ok := strings.CutPrefix(u, "tikv://"); ok {
 			return tikv.Open(strings.Split(pd, ","), nil)
@@ -150,9 +157,13 @@ func (c *cli) openStore(ctx context.Context) (Store, error) {
 		return nil, fmt.Errorf("store.dir %s: %w", s.Dir, err)
 	}
 	path := filepath.Join(s.Dir, "loam.db")
-	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: lockWait})
-	if err == nil {
-		return b, nil
+	wait := lockWait
+	if own {
+		wait = 10 * time.Second
+	}
+	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: wait})
+	if err == nil || own {
+		return b, err
 	}
 	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
 		h, herr := httpstore.Dial("http://"+c.listenAddr(), &httpstore.Options{Token: secret(c.cfg.Controller.TokenEnv)})
@@ -191,12 +202,14 @@ const lockWait = 300 * time.Millisecond
 
 // cliAudit is the audit log of an operator's command, signed by who ran it.
 func (c *cli) audit(st adapters.BlobStore) *driver.Audit {
-	who := "cli"
-	if u := os.Getenv("USER"); u != "" {
-		who += ":" + u
-	}
-	if h, err := os.Hostname(); err == nil {
-		who += "@" + h
-	}
+	who := c.who()
 	return driver.NewAudit(st, func() driver.Token { return driver.Token{Holder: who} }, c.log)
+}
+
+// opener reaches databases' routers and shards (tests and the demo put their own in).
+func (c *cli) opener() opener {
+	if c.open != nil {
+		return c.open
+	}
+	return openFleet
 }

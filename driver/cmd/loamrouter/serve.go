@@ -52,7 +52,8 @@ Keys of loam.toml (all optional but [[databases]]):
                shard_password_env, insecure
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
     [databases.indoubt]   enabled, period, threshold, deployment
-    [databases.cutover]   designated, publication, lag_threshold_bytes, grace
+    [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
+                          finalize_after
   [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation`,
 		Example: `  loamrouter serve --config loam.toml
   loamrouter serve --config loam.toml --log-format json   # for a log collector
@@ -87,37 +88,14 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		stopHard()
 	}()
 
-	st, err := c.openStore(hard)
+	st, err := c.openStoreFor(hard, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	d := &daemon{cfg: cfg, log: c.log, store: st, drain: drain}
-	d.lease, err = driver.NewLease(st, driver.LeaseOptions{
-		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, Logger: c.log,
-		OnChange: func(t driver.Token, held bool) {
-			v := 0.0
-			if held {
-				v = 1
-			}
-			d.m.leader.WithLabelValues(t.Holder).Set(v)
-			d.m.leaseEpoch.Set(float64(t.Epoch))
-		},
-	})
+	d, err := c.newDaemon(st, drain)
 	if err != nil {
 		return err
-	}
-	d.audit = driver.NewAudit(st, d.token, c.log)
-	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
-	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
-	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
-	d.shards = openShards
-	d.routers = openRouters
-	switch cfg.Alerts.Kind {
-	case "file":
-		d.alerts = &fileAlerts{path: cfg.Alerts.Path}
-	default:
-		d.alerts = driver.LogAlerts{Logger: c.log}
 	}
 
 	if cfg.Controller.Listen != "off" {
@@ -145,4 +123,37 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		return nil
 	}
 	return err
+}
+
+// newDaemon builds the controller on an open store; drain asks it to stop gracefully.
+func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
+	cfg := c.cfg
+	d := &daemon{cfg: cfg, log: c.log, store: st, drain: drain}
+	var err error
+	d.lease, err = driver.NewLease(st, driver.LeaseOptions{
+		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, Logger: c.log,
+		OnChange: func(t driver.Token, held bool) {
+			v := 0.0
+			if held {
+				v = 1
+			}
+			d.m.leader.WithLabelValues(t.Holder).Set(v)
+			d.m.leaseEpoch.Set(float64(t.Epoch))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.audit = driver.NewAudit(st, d.token, c.log)
+	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
+	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
+	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
+	d.open = c.opener()
+	switch cfg.Alerts.Kind {
+	case "file":
+		d.alerts = &fileAlerts{path: cfg.Alerts.Path}
+	default:
+		d.alerts = driver.LogAlerts{Logger: c.log}
+	}
+	return d, nil
 }

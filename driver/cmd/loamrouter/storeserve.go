@@ -29,7 +29,7 @@ and set --token-env to require a bearer token. The first line on stdout is the U
 		RunE: func(cmd *cobra.Command, args []string) error {
 			addr, _ := cmd.Flags().GetString("listen")
 			tokenEnv, _ := cmd.Flags().GetString("token-env")
-			st, err := c.openStore(cmd.Context())
+			st, err := c.openStoreFor(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
