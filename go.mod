@@ -11,6 +11,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/jackc/puddle/v2 v2.2.3 // indirect
+
 require (
 	github.com/benbjohnson/clock v1.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
