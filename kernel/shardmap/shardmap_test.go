@@ -27,7 +27,7 @@ func pgHash(n int) *sm.Record {
 	return sm.NewPgHash("app", sm.Key{Column: "customer_id", Type: sm.Bigint, Tables: []string{"orders"}}, bs...)
 }
 
-func vindex(t testing.TB, n int) *sm.Record {
+func vindex(t require.TestingT, n int) *sm.Record {
 	bs := make([]sm.Backend, n)
 	for i := range bs {
 		bs[i] = sm.Backend{Host: fmt.Sprintf("10.1.0.%d", i), Port: 3306, Database: "vt_commerce", Tablet: fmt.Sprintf("zone1-%010d", 100+i)}
@@ -158,6 +158,17 @@ func TestValidateNext(t *testing.T) {
 	require.ErrorContains(t, next.ValidateNext(prev), "generation: stays 1 although routing changes (shards[1].backend)")
 	next.Generation = 2
 	require.NoError(t, next.ValidateNext(prev))
+
+	// The reshard target is rendered into the routers' files: adding or dropping it is a
+	// routing change too.
+	withTarget := prev.Clone()
+	l := pgHash(4).Layout
+	withTarget.Target, withTarget.State = &l, sm.State{Phase: sm.Resharding, To: 2}
+	require.ErrorContains(t, withTarget.ValidateNext(prev), "routing changes (target added)")
+	require.ErrorContains(t, prev.ValidateNext(withTarget), "routing changes (target removed)")
+	fenced := withTarget.Clone()
+	fenced.Target.Shards[0].Fence = sm.FenceWrites
+	require.NoError(t, fenced.ValidateNext(withTarget), "fencing a target shard is not a routing change")
 
 	back := prev.Clone()
 	prev.Generation = 5
