@@ -223,7 +223,7 @@ func testFence(t *testing.T, s *pgtest.Server) {
 
 // testChecksumPartitions compares Checksum's shard selection, done in Go with kernel/pghash,
 // with where Postgres's own hash partitioning puts the same rows, for every key type a
-// record can name.
+// record can name; and range and list schemes with the same rows selected in SQL.
 func testChecksumPartitions(t *testing.T, s *pgtest.Server) {
 	ctx := t.Context()
 	db, _ := newEnvDB(t, s)
@@ -264,6 +264,39 @@ func testChecksumPartitions(t *testing.T, s *pgtest.Server) {
 			require.EqualValues(t, 600, total)
 		}
 	}
+
+	// Ranges and lists, against the same rows selected by SQL.
+	adminExec(t, s, db, "CREATE TABLE rl (k int8, region text, v text); INSERT INTO rl SELECT g, (ARRAY['eu','us','ap','sa'])[1 + ((g % 4) + 4) % 4], md5(g::text) FROM generate_series(-50, 149) g")
+	val := func(i int64) *shardmap.Value { v := shardmap.Int(i); return &v }
+	def := uint32(2)
+	ranges := shardmap.PgRange{Key: shardmap.Key{Column: "k", Type: shardmap.Bigint}, Ranges: []shardmap.RangeRule{
+		{End: val(0), Shard: 0}, {Start: val(0), End: val(100), Shard: 1}, {Start: val(100), Shard: 2}}}
+	lists := shardmap.PgList{Key: shardmap.Key{Column: "region", Type: shardmap.Text}, Lists: []shardmap.ListRule{
+		{Values: []shardmap.Value{shardmap.Str("eu")}, Shard: 0}, {Values: []shardmap.Value{shardmap.Str("us"), shardmap.Str("ap")}, Shard: 1}}, Default: &def}
+	for name, c := range map[string]struct {
+		scheme shardmap.Scheme
+		where  []string
+	}{
+		"range": {ranges, []string{"k < 0", "k >= 0 AND k < 100", "k >= 100"}},
+		"list":  {lists, []string{"region = 'eu'", "region IN ('us', 'ap')", "region NOT IN ('eu', 'us', 'ap')"}},
+	} {
+		for shard, where := range c.where {
+			table := fmt.Sprintf("rl_%s_%d", name, shard)
+			adminExec(t, s, db, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM rl WHERE %s", table, where))
+			want, err := b.Checksum(ctx, table, adapters.ShardFn{})
+			require.NoError(t, err)
+			require.NotZero(t, want.Rows)
+			got, err := b.Checksum(ctx, "rl", adapters.ShardFn{Scheme: c.scheme, Shard: uint32(shard)})
+			require.NoError(t, err)
+			require.Equal(t, want, adapters.TableDigest{Table: table, Rows: got.Rows, Sum: got.Sum}, "%s shard %d (%s)", name, shard, where)
+		}
+	}
+	adminExec(t, s, db, "INSERT INTO rl VALUES (1000, NULL, 'no region')")
+	_, err = b.Checksum(ctx, "rl", adapters.ShardFn{Scheme: lists, Shard: 0})
+	require.ErrorContains(t, err, "no single shard", "a NULL list key routes nowhere: refused, not guessed")
+	_, err = b.Checksum(ctx, "rl", adapters.ShardFn{Scheme: lists, Shard: 3})
+	require.ErrorContains(t, err, "has 3 shards")
+
 	_, err = b.Checksum(ctx, "part_int8_2", adapters.ShardFn{Scheme: shardmap.PgHash{Key: shardmap.Key{Column: "k", Type: shardmap.Bigint, Tables: []string{"other"}}, Shards: 2}})
 	require.ErrorContains(t, err, "not among the scheme's sharded tables")
 	_, err = b.Checksum(ctx, "public.part_int8_2", adapters.ShardFn{Scheme: shardmap.PgHash{Key: shardmap.Key{Column: "k", Type: shardmap.Bigint, Tables: []string{"part_int8_2"}}, Shards: 2}})

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +34,10 @@ const checksumSettings = `SELECT set_config('extra_float_digits', '1', true), se
 //
 // Rows are selected in Go with kernel/pghash from the key column's text, under the key type
 // the record names, so split verification checks exactly the routing function and not the
-// server's idea of it. A NULL key belongs to shard 0, as in a hash-partitioned table. Only
-// PgHash schemes are supported; others are refused.
+// server's idea of it; list and range schemes follow PgDog's rule order through
+// shardmap.Layout.Locate. A NULL key belongs to shard 0 under pg_hash, as in a
+// hash-partitioned table; a row that no rule holds (no default shard), or a NULL key under
+// a list or range scheme, belongs to no single shard and fails the checksum.
 func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardFn) (adapters.TableDigest, error) {
 	const op = "Checksum"
 	ident, err := tableIdent(table)
@@ -70,7 +73,11 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 		if keep != nil {
 			ok, err := keep(raw[1])
 			if err != nil {
-				return adapters.TableDigest{}, b.failf(op, "", "%s: key %s = %q: %v", table, col, raw[1], err)
+				k := "NULL"
+				if raw[1] != nil {
+					k = strconv.Quote(string(raw[1]))
+				}
+				return adapters.TableDigest{}, b.failf(op, "", "%s: key %s = %s: %v", table, col, k, err)
 			}
 			if !ok {
 				continue
@@ -120,30 +127,74 @@ func tableIdent(table string) (string, error) {
 // selector returns the function deciding from a row's key text (nil for NULL) whether it
 // belongs to by.Shard, and the key column; nil and "" for every row.
 func (b *Backend) selector(table string, by adapters.ShardFn) (func([]byte) (bool, error), string, error) {
-	var s shardmap.PgHash
-	switch sc := by.Scheme.(type) {
-	case nil:
+	if by.Scheme == nil {
 		return nil, "", nil
-	case shardmap.PgHash:
-		s = sc
-	default:
-		return nil, "", fmt.Errorf("Checksum selects rows by pg_hash schemes only, not %s (compare whole tables with a nil scheme)", shardmap.SchemeKind(by.Scheme))
 	}
-	if s.Shards == 0 {
-		return nil, "", fmt.Errorf("scheme has 0 shards")
-	}
-	if by.Shard >= s.Shards {
-		return nil, "", fmt.Errorf("shard %d does not exist: the scheme has %d shards (0 to %d)", by.Shard, s.Shards, s.Shards-1)
-	}
-	if s.Key.Column == "" {
+	key := by.Scheme.ShardKey()
+	if key.Column == "" {
 		return nil, "", fmt.Errorf("scheme has no key column")
 	}
-	if len(s.Key.Tables) > 0 {
+	if len(key.Tables) > 0 {
 		name := table[strings.LastIndexByte(table, '.')+1:]
-		if !slices.Contains(s.Key.Tables, name) {
-			return nil, "", fmt.Errorf("table %q is not among the scheme's sharded tables %q", name, s.Key.Tables)
+		if !slices.Contains(key.Tables, name) {
+			return nil, "", fmt.Errorf("table %q is not among the scheme's sharded tables %q", name, key.Tables)
 		}
 	}
+	n := shardCount(by.Scheme)
+	if by.Shard >= n {
+		return nil, "", fmt.Errorf("shard %d does not exist: the %s scheme has %d shards", by.Shard, shardmap.SchemeKind(by.Scheme), n)
+	}
+	if s, ok := by.Scheme.(shardmap.PgHash); ok {
+		return b.hashSelector(s, by.Shard)
+	}
+	// Lists and ranges (PgDog's rule order) and vindexes: the shard map's own Locate.
+	layout := shardmap.Layout{Scheme: by.Scheme, Shards: make([]shardmap.Shard, n)}
+	return func(raw []byte) (bool, error) {
+		var loc shardmap.Location
+		var err error
+		if raw == nil {
+			loc, err = layout.LocateNull()
+		} else {
+			loc, err = layout.Locate(string(raw))
+		}
+		if err != nil {
+			return false, fmt.Errorf("the row belongs to no single shard: %w", err)
+		}
+		return loc.Shard == int(by.Shard), nil
+	}, key.Column, nil
+}
+
+// shardCount is how many shards a scheme routes to: the highest shard a rule or default names,
+// plus one.
+func shardCount(sc shardmap.Scheme) uint32 {
+	var n uint32
+	see := func(shard uint32) { n = max(n, shard+1) }
+	switch s := sc.(type) {
+	case shardmap.PgHash:
+		return s.Shards
+	case shardmap.PgRange:
+		for _, r := range s.Ranges {
+			see(r.Shard)
+		}
+		if s.Default != nil {
+			see(*s.Default)
+		}
+	case shardmap.PgList:
+		for _, l := range s.Lists {
+			see(l.Shard)
+		}
+		if s.Default != nil {
+			see(*s.Default)
+		}
+	case shardmap.Vindex:
+		return uint32(len(s.Ranges))
+	}
+	return n
+}
+
+// hashSelector selects the rows of one pg_hash shard with kernel/pghash directly: no
+// allocation per row, which matters on a big table.
+func (b *Backend) hashSelector(s shardmap.PgHash, shard uint32) (func([]byte) (bool, error), string, error) {
 	var t pghash.Type
 	switch s.Key.Type {
 	case shardmap.Bigint:
@@ -157,7 +208,7 @@ func (b *Backend) selector(table string, by adapters.ShardFn) (func([]byte) (boo
 	default:
 		return nil, "", fmt.Errorf("key type %v cannot be hashed", s.Key.Type)
 	}
-	n, want := uint64(s.Shards), uint64(by.Shard)
+	n, want := uint64(s.Shards), uint64(shard)
 	signed := b.mut&mutChecksumSignedModulo != 0
 	return func(raw []byte) (bool, error) {
 		var r pghash.Row // a NULL key: row hash 0, remainder 0
