@@ -24,7 +24,7 @@ import (
 // shows each case catching a backend with one deliberate bug, then checks what the contract
 // leaves to this implementation. One primary and one standby serve every subtest.
 func TestRealBackend(t *testing.T) {
-	s := pgtest.Start(t, serverSettings...)
+	s := pg.Get(t)
 	sb := s.StartStandby(t, serverSettings...)
 
 	t.Run("suite", func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters/postgres"
-	"loam.dev/router/conformance/pgtest"
 )
 
 // BenchmarkRealFence times FenceWrites (ALTER ROLE … NOLOGIN, terminating every session,
@@ -20,7 +19,7 @@ import (
 // ratio of the two medians.
 func BenchmarkRealFence(b *testing.B) {
 	const sessions = 50
-	s := pgtest.Start(b, serverSettings...)
+	s := pg.Get(b)
 	ctx := context.Background()
 	s.Exec(b, "postgres", "CREATE ROLE bench_app LOGIN")
 	be, err := postgres.Open(ctx, s.DSN("postgres"), postgres.Options{})

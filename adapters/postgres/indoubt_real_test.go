@@ -105,7 +105,7 @@ type preparedRow struct {
 func preparedRows(t *testing.T, s *pgtest.Server) map[string]preparedRow {
 	conn := s.Connect(t, "app")
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(t.Context(), "SELECT gid, transaction::text::int8, prepared FROM pg_prepared_xacts")
+	rows, err := conn.Query(t.Context(), "SELECT gid, transaction::text::int8, prepared FROM pg_prepared_xacts WHERE database = 'app'")
 	require.NoError(t, err)
 	out := map[string]preparedRow{}
 	for rows.Next() {
@@ -130,7 +130,7 @@ func preparedRows(t *testing.T, s *pgtest.Server) map[string]preparedRow {
 func TestRealInDoubtMonitor(t *testing.T) {
 	const deployment = "prod-app"
 	const threshold = 5 * time.Minute
-	shards := map[string]*pgtest.Server{"s0": pgtest.Start(t, serverSettings...), "s1": pgtest.Start(t, serverSettings...)}
+	shards := map[string]*pgtest.Server{"s0": pg.Get(t), "s1": pgtest.Start(t, serverSettings...)}
 	ctx := t.Context()
 	listers := map[string]*countingLister{}
 	for name, s := range shards {

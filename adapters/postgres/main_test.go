@@ -7,9 +7,14 @@ import (
 	"loam.dev/router/conformance/pgtest"
 )
 
-// TestMain removes the pgtest template data directory once the package's tests are done.
+// pg is the package's shared server: tests take their own databases and roles on it.
+var pg = pgtest.NewShared(serverSettings...)
+
+// TestMain stops the shared server and removes the pgtest template once the package's tests
+// are done.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pg.Close()
 	pgtest.RemoveTemplate()
 	os.Exit(code)
 }

@@ -99,7 +99,7 @@ func TestRealTLS(t *testing.T) {
 	_, err = postgres.Open(ctx, dsn.String(), postgres.Options{TLS: &tls.Config{RootCAs: x509.NewCertPool(), ServerName: "127.0.0.1"}})
 	require.ErrorContains(t, err, "certificate", "a server certificate from an unknown CA is refused")
 
-	plain := pgtest.Start(t)
+	plain := pg.Get(t)
 	_, err = postgres.Open(ctx, plain.DSN("postgres"), postgres.Options{TLS: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}})
 	require.Error(t, err, "a server without TLS is refused, not used in plaintext")
 }
