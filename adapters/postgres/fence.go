@@ -227,17 +227,15 @@ func (b *Backend) takeLogins(ctx context.Context, conn *pgx.Conn, role string) (
 	return oids, time.Now(), nil
 }
 
-// terminateQuery signals the client sessions of the given roles, other than this one, to
-// end, and returns how many it signalled and how many it found. An administrator without
-// pg_read_all_stats sees NULL as the backend_type of other roles' sessions, so NULL counts as
-// a client session (a walsender of the role is then ended too).
-const terminateQuery = `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)), count(*)
-FROM pg_stat_activity
+// terminateQuery signals every client session of the given roles, other than this one, to
+// end, and returns how many it found. An administrator without pg_read_all_stats sees NULL
+// as the backend_type of other roles' sessions, so NULL counts as a client session (a
+// walsender of the role is then ended too).
+const terminateQuery = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE usesysid = ANY($1) AND (backend_type = 'client backend' OR backend_type IS NULL) AND pid <> pg_backend_pid()`
 
-// terminateAllQuery is the mutant that ends every client session but its own.
-const terminateAllQuery = `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)), count(*)
-FROM pg_stat_activity
+// terminateAllQuery is the mutant that ends every non-superuser client session but its own.
+const terminateAllQuery = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE (usesysid = ANY($1) OR NOT (SELECT rolsuper FROM pg_roles WHERE oid = usesysid))
   AND (backend_type = 'client backend' OR backend_type IS NULL) AND pid <> pg_backend_pid()`
 
@@ -253,8 +251,8 @@ func (b *Backend) endSessions(ctx context.Context, conn *pgx.Conn, role string, 
 		q = terminateAllQuery
 	}
 	for {
-		var signalled, found int64
-		if err := conn.QueryRow(ctx, q, oids).Scan(&signalled, &found); err != nil {
+		var found int64
+		if err := conn.QueryRow(ctx, q, oids).Scan(&found); err != nil {
 			return b.fail(op, fmt.Errorf("terminating the sessions of %q: %w", role, err))
 		}
 		if found == 0 {
