@@ -100,7 +100,8 @@ func (b *Backend) failf(op, code, format string, a ...any) error {
 //
 // Lag is the age of the last replayed transaction while the standby has received WAL it has
 // not replayed, and 0 once replay has caught up with what was received: an idle primary
-// must not read as a lagging standby.
+// must not read as a lagging standby. A standby that has replayed no transaction since it
+// started has no such age and reports 0.
 const statusQuery = `SELECT r,
   current_setting('default_transaction_read_only') = 'on',
   (CASE WHEN r THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END)::text,

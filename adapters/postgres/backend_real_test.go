@@ -68,6 +68,7 @@ func TestRealBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("standby lag", func(t *testing.T) { testLag(t, s) })
 	t.Run("fence", func(t *testing.T) { testFence(t, s) })
 	t.Run("checksum matches Postgres partitioning", func(t *testing.T) { testChecksumPartitions(t, s) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, s) })
@@ -85,6 +86,33 @@ func firstLine(msgs []string) string {
 		m = m[:i]
 	}
 	return m
+}
+
+// testLag: a standby that replays late reports the age of what it has not replayed, and no
+// lag once it has replayed everything it received.
+func testLag(t *testing.T, s *pgtest.Server) {
+	ctx := t.Context()
+	delayed := s.StartStandby(t, append(serverSettings, pgtest.WithSetting("recovery_min_apply_delay", "1500ms"))...)
+	b, err := postgres.Open(ctx, delayed.DSN("postgres"), postgres.Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	// Lag is the age of the last replayed transaction: let one be replayed first.
+	adminExec(t, s, "postgres", "CREATE TABLE IF NOT EXISTS lag_probe (x int); INSERT INTO lag_probe VALUES (1)")
+	delayed.WaitCaughtUp(t, 15*time.Second)
+	adminExec(t, s, "postgres", "INSERT INTO lag_probe VALUES (2)")
+	var seen adapters.BackendStatus
+	require.Eventually(t, func() bool {
+		seen, err = b.Status(ctx)
+		require.NoError(t, err)
+		return seen.Lag >= 300*time.Millisecond
+	}, 10*time.Second, 20*time.Millisecond, "a standby 1.5s behind must report lag")
+	require.Equal(t, adapters.RoleStandby, seen.Role)
+	require.NotEqual(t, seen.Position, seen.Replayed, "received but not yet replayed")
+	require.Eventually(t, func() bool {
+		seen, err = b.Status(ctx)
+		require.NoError(t, err)
+		return seen.Lag == 0 && seen.Position == seen.Replayed
+	}, 15*time.Second, 20*time.Millisecond, "once everything received is replayed there is no lag")
 }
 
 // testFence checks the fence beyond the contract: several fences sharing a member, roles that
