@@ -104,12 +104,10 @@ type fakeVitess struct {
 	hold    bool
 	held    chan struct{}
 	release <-chan struct{}
-	calls   int
 }
 
 func (v *fakeVitess) TabletExternallyReparented(ctx context.Context, keyspace, shard, tablet string) (adapters.Reparented, error) {
 	v.mu.Lock()
-	v.calls++
 	hold := v.hold
 	v.mu.Unlock()
 	if hold {
@@ -232,7 +230,7 @@ type pushing struct {
 	stop     func() error
 }
 
-func startPushing(t *testing.T, store adapters.BlobStore, w *world) *pushing {
+func startPushing(t *testing.T, store adapters.BlobStore) *pushing {
 	dir, err := configmap.NewDir(filepath.Join(t.TempDir(), "pgdog"))
 	require.NoError(t, err)
 	insts, fakes, ids := fakeInstances(3, 0)
@@ -269,7 +267,7 @@ func (p *pushing) hand(w *world) func(context.Context, *shardmap.Record) error {
 func TestRunFailoverPgDog(t *testing.T) {
 	rec := pgdogRecord()
 	s := newFailoverSetup(t, rec, shardmap.Backend{Host: "10.0.1.3", Port: 5432, Database: "app"})
-	p := startPushing(t, s.store, s.w)
+	p := startPushing(t, s.store)
 	s.exec.Handoff = p.hand(s.w)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -408,7 +406,7 @@ func TestRunFailoverKilledDuringReparent(t *testing.T) {
 func TestRunFailoverKilledAfterRecordWrite(t *testing.T) {
 	rec := pgdogRecord()
 	s := newFailoverSetup(t, rec, shardmap.Backend{Host: "10.0.1.3", Port: 5432, Database: "app"})
-	p := startPushing(t, s.store, s.w)
+	p := startPushing(t, s.store)
 	s.exec.Handoff = p.hand(s.w)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
