@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"sync"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -124,7 +128,26 @@ func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 		return nil, fmt.Errorf("routers of %s: PgDog admin: %w", dc.Name, errNoAdapter)
 	}
 	if dc.ShardUser != "" {
-		return nil, fmt.Errorf("shards of %s: Postgres: %w", dc.Name, errNoAdapter)
+		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+			return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{})
+		}
 	}
 	return f, nil
+}
+
+// shardDSN is how the controller logs into a shard's database: the record's host, port
+// and database, the config's shard_user and the password its environment variable holds.
+func shardDSN(dc *DatabaseConfig, b shardmap.Backend) string {
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), Path: "/" + b.Database}
+	if pw := secret(dc.ShardPasswordEnv); pw != "" {
+		u.User = url.UserPassword(dc.ShardUser, pw)
+	} else {
+		u.User = url.User(dc.ShardUser)
+	}
+	mode := dc.ShardSSLMode
+	if mode == "" {
+		mode = "prefer"
+	}
+	u.RawQuery = url.Values{"sslmode": {mode}, "application_name": {"loamrouter"}}.Encode()
+	return u.String()
 }

@@ -89,6 +89,9 @@ type DatabaseConfig struct {
 	// list prepared transactions (a superuser or a role with CREATEROLE and pg_signal_backend).
 	ShardUser        string `toml:"shard_user"`
 	ShardPasswordEnv string `toml:"shard_password_env"`
+	// ShardSSLMode is libpq's sslmode for those logins (default prefer; verify-full in
+	// production).
+	ShardSSLMode string `toml:"shard_sslmode"`
 	// Insecure renders no TLS keys (development only).
 	Insecure bool `toml:"insecure"`
 
@@ -380,6 +383,11 @@ func (c *Config) check() error {
 			return bad(at+".name", "%s is configured twice; give each database one [[databases]] table", ref)
 		}
 		seen[ref] = true
+		switch d.ShardSSLMode {
+		case "", "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+		default:
+			return bad(at+".shard_sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", d.ShardSSLMode)
+		}
 		ids := map[string]bool{}
 		for j, r := range d.Routers {
 			rat := fmt.Sprintf("%s.routers[%d]", at, j)

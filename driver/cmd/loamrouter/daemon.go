@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
@@ -137,30 +139,38 @@ func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 	}
 	defer f.close()
 	f.learn(rec)
-	var wg sync.WaitGroup
+	// machines consume pushes and tracks; senders feed them and stop first, so the
+	// channels are closed only when nobody can send any more.
+	var machines, senders sync.WaitGroup
 	pushes := make(chan configpush.Input, 4)
 	tracks := make(chan indoubt.Input, 4)
-	wg.Add(2)
+	machines.Add(1)
 	go func() {
-		defer wg.Done()
+		defer machines.Done()
 		d.runConfigPush(ctx, dc, ref, f, pushes, log)
 	}()
+	senders.Add(2)
 	go func() {
-		defer wg.Done()
+		defer senders.Done()
+		d.runFailovers(ctx, dc, ref, f, pushes, log)
+	}()
+	go func() {
+		defer senders.Done()
 		d.runCutovers(ctx, dc, ref, f, log)
 	}()
 	monitor := dc.InDoubt.Enabled == nil || *dc.InDoubt.Enabled
 	if monitor {
-		wg.Add(1)
+		machines.Add(1)
 		go func() {
-			defer wg.Done()
+			defer machines.Done()
 			d.runInDoubt(ctx, dc, ref, f, tracks, log)
 		}()
 	}
 	d.watch(ctx, dc, ref, rec, f, pushes, tracks, monitor, log)
+	senders.Wait()
 	close(pushes)
 	close(tracks)
-	wg.Wait()
+	machines.Wait()
 }
 
 // watch turns every new version of the record into a Push (when routing may change and no
@@ -348,26 +358,28 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 	})
 }
 
-// target is where a database's files go.
-func (d *daemon) target(dc *DatabaseConfig) driver.ConfigTarget {
+// target is where a database's files go: a directory laid out as a mounted ConfigMap.
+func (d *daemon) target(dc *DatabaseConfig) adapters.ConfigTarget {
 	if dc.FilesDir == "" {
-		return noFiles{}
+		return noFiles{"no files_dir configured for this database: set databases.files_dir to where the routers read their files"}
 	}
-	return &dirTarget{dir: dc.FilesDir}
+	t, err := configmap.NewDir(dc.FilesDir)
+	if err != nil {
+		return noFiles{fmt.Sprintf("databases.files_dir %s: %v", dc.FilesDir, err)}
+	}
+	return t
 }
 
-// noFiles refuses to write: a database without files_dir cannot have its files pushed.
-type noFiles struct{}
+// noFiles refuses to write, saying why.
+type noFiles struct{ why string }
 
-func (noFiles) WriteFiles(context.Context, uint64, render.Files) error {
-	return errors.New("no files_dir configured for this database: set databases.files_dir to where the routers read their files")
-}
+func (n noFiles) WriteFiles(context.Context, uint64, render.Files) error { return errors.New(n.why) }
 
 func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, tracks <-chan indoubt.Input, log *slog.Logger) {
 	var roster staticRoster
 	for _, r := range dc.Routers {
 		if r.NodeID != "" {
-			roster = append(roster, indoubt.Process{ID: r.NodeID})
+			roster = append(roster, adapters.RouterProcess{ID: r.NodeID})
 		}
 	}
 	var mu sync.Mutex

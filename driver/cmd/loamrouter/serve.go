@@ -49,7 +49,7 @@ Keys of loam.toml (all optional but [[databases]]):
   [alerts]     kind (log|file), path
   [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
-               shard_password_env, insecure
+               shard_password_env, shard_sslmode, insecure
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
     [databases.indoubt]   enabled, period, threshold, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
@@ -101,11 +101,10 @@ func (c *controllers) leader(within time.Duration) (string, status) {
 
 // generationWritten reads the generation of the files in place.
 func (c *controllers) generationWritten() uint64 {
-	data, err := os.ReadFile(filepath.Join(c.files, generationFile))
-	if err != nil {
-		return 0
-	}
-	g, _ := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	d, err := configmap.NewDir(c.files)
+	require.NoError(c.t, err)
+	g, err := d.Generation()
+	require.NoError(c.t, err)
 	return g
 }
 
