@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,8 +99,11 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
 	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
 	dir := t.TempDir()
-	conf := cutoverConfig(t, dir, freePort(t))
+	listen := freePort(t)
+	conf := cutoverConfig(t, dir, listen)
 	w := newWorld()
+	trace := filepath.Join(dir, "trace.jsonl")
+	t.Setenv(driver.TraceEnv, trace)
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
 	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
@@ -177,6 +182,23 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{"<svg", "pgdog-1", "127.0.0.1:5001/app", "Cutover step=app/2/cutover/pgdog-1", "controller"} {
 		require.Contains(t, string(page), want)
+	}
+
+	// Metrics: the series the issue names are served.
+	res, err := http.Get("http://" + listen + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, series := range []string{`loam_router_generation{db="default/app",instance="pgdog-1"} 4`, "loam_configpush_duration_seconds_count",
+		`loam_cutover_step{db="default/app",step="finalize"} 0`, "loam_cutover_step_duration_seconds_count", `loam_controller_leader{holder="ctl-test"} 1`,
+		`loam_steps_total{machine="cutover",result="ok"}`} {
+		require.True(t, strings.Contains(string(body), series), "/metrics lacks %s", series)
+	}
+	// Spec traces: the cutover's actions, one JSON object per line.
+	traced, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	for _, action := range []string{`"spec":"Cutover","action":"Start"`, `"action":"Fence"`, `"action":"Finish"`, `"spec":"ShardMap","action":"Push"`} {
+		require.Contains(t, string(traced), action)
 	}
 
 	out, err = cliRun(t, w, "--config", conf, "map", "show", "app")

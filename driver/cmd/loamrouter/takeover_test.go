@@ -279,3 +279,58 @@ func TestTakeoverMutantRepeatsSteps(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSIGTERMDrainsAndHandsOver: SIGTERM makes the leader finish what it started, record
+// it, release the lease and exit 0; the standby takes over at once (well within the TTL)
+// and no step is left with an exec entry but no result.
+func TestSIGTERMDrainsAndHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; not in -short")
+	}
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	const ttl = 3 * time.Second
+	c := &controllers{t: t, dir: dir, url: url, files: filepath.Join(dir, "files"), ttl: ttl, procs: map[string]*proc{}, listen: map[string]string{}}
+	runBin(t, dir, "--store", url, "map", "init", "app", "--example")
+	c.start("a")
+	c.waitWritten(1, 10*time.Second)
+	c.start("b")
+	leader, _ := c.leader(5 * time.Second)
+	old := c.procs[leader]
+	c.publish(2) // a push under way while the signal arrives
+	old.signal(syscall.SIGTERM)
+	sent := time.Now()
+	var next string
+	for next = leader; next == leader; {
+		require.Less(t, time.Since(sent), ttl, "no takeover within the TTL after SIGTERM")
+		next, _ = c.leader(ttl)
+	}
+	took := time.Since(sent)
+	<-old.done
+	require.NoError(t, old.err, "a drained controller exits 0:\n%s", old.log())
+	require.Less(t, took, ttl/2, "the released lease is taken at once, not after a TTL")
+	require.Contains(t, old.log(), "released the lease")
+	c.waitWritten(2, 5*time.Second)
+
+	st, err := httpstore.Dial(url, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	entries, err := driver.ReadAudit(t.Context(), st, driver.AuditFilter{})
+	require.NoError(t, err)
+	open := map[string]int{}
+	for _, e := range entries {
+		key := fmt.Sprintf("%d/%s/%s#%d/%s", e.Epoch, e.Machine, e.Step, e.Attempt, e.Target)
+		switch e.Event {
+		case driver.AuditExec:
+			open[key]++
+		case driver.AuditResult, driver.AuditReport:
+			open[key]--
+		}
+	}
+	for k, n := range open {
+		require.Zero(t, n, "%s: executed without a recorded result", k)
+	}
+	t.Logf("takeover after SIGTERM: %v", took)
+}
