@@ -226,19 +226,25 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 func decodeError(path string, err error) error {
 	var sm *toml.StrictMissingError
 	if errors.As(err, &sm) && len(sm.Errors) > 0 {
-		var msgs []string
+		var errs []*ConfigError
 		for _, e := range sm.Errors {
 			line, _ := e.Position()
-			key := strings.Join(e.Key(), ".")
 			msg := "unknown key"
 			if s := suggest(reflect.TypeOf(Config{}), e.Key()); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			} else {
 				msg += " (see `loamrouter serve --help` for the keys)"
 			}
-			msgs = append(msgs, (&ConfigError{Path: path, Key: key, Line: line, Msg: msg}).Error())
+			errs = append(errs, &ConfigError{Path: path, Key: strings.Join(e.Key(), "."), Line: line, Msg: msg})
 		}
-		return &ConfigError{Path: path, Msg: strings.Join(msgs, "\n")}
+		if len(errs) == 1 {
+			return errs[0]
+		}
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			lines[i] = fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg)
+		}
+		return &ConfigError{Path: path, Msg: fmt.Sprintf("%d unknown keys:\n  %s", len(errs), strings.Join(lines, "\n  "))}
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {

@@ -49,6 +49,7 @@ order for lists and ranges, the vindex and keyspace-id ranges for Vitess), and s
 While a reshard is under way it also shows where the key goes in the target layout.`,
 		Example: `  loamrouter locate app 42
   loamrouter locate app 42 --output json
+  loamrouter locate app -- -7             # a negative key after --
   loamrouter locate customer 'a3bb189e-8bf9-3888-9912-ace4e6543002'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
