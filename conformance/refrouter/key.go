@@ -205,7 +205,9 @@ func trimSpace(s string) string {
 	return s[i:j]
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
 
 // Shard returns the shard of key among n shards.
 func (k Key) Shard(key any, n int) (int, error) {
