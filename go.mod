@@ -11,6 +11,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/jackc/puddle/v2 v2.2.3 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/benbjohnson/clock v1.1.0 // indirect
