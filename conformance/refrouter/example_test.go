@@ -34,7 +34,7 @@ func ExampleParseFiles() {
 	db := top.Databases["app"]
 	fmt.Println("generation", g)
 	for _, key := range []int64{1, 2, 3, 42} {
-		s, _ := db.Key.Shard(key, len(db.Shards))
+		s, _ := db.Shard(key)
 		fmt.Printf("id %d -> shard %d on %s\n", key, s, db.Shards[s])
 	}
 	// Output:

@@ -132,7 +132,7 @@ func (r *Router) route(ctx context.Context, key any) (route, error) {
 	if d == nil {
 		return route{}, fmt.Errorf("%w: refrouter %s has no database %q loaded", ErrNoRoute, r.opts.ID, db)
 	}
-	shard, err := d.Key.Shard(key, len(d.Shards))
+	shard, err := d.Shard(key)
 	if err != nil {
 		return route{}, err
 	}

@@ -3,7 +3,7 @@ package refrouter
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"reflect"
 	"strconv"
 
 	"loam.dev/router/kernel/pghash"
@@ -16,57 +16,15 @@ import (
 // refuses them.
 var ErrNoRoute = errors.New("refrouter: no single shard for this key")
 
-// Key is how a database's statements pick their shard, read from its [[sharded_tables]]
-// entries: PgDog's postgres hasher (Postgres hash partitioning, kernel/pghash) modulo the
-// shard count, or list and range rules with an optional default when the entry has
-// [[sharded_tables.mapping]] rules. The zero Key is an unsharded database.
-type Key struct {
-	Column  string
-	Type    pghash.Type // TypeInt8 (bigint), TypeText (varchar) or TypeUUID
-	Lists   []ListRule
-	Ranges  []RangeRule
-	Default *int
-}
+// PgDog's data_type names and the key types they hash as.
+var dataTypes = map[string]shardmap.KeyType{"": shardmap.Bigint, "bigint": shardmap.Bigint, "varchar": shardmap.Text, "uuid": shardmap.UUID}
 
-// ListRule sends the listed values to Shard.
-type ListRule struct {
-	Values []shardmap.Value
-	Shard  int
-}
-
-// RangeRule sends values in [Start, End) to Shard; a nil bound is open.
-type RangeRule struct {
-	Start, End *shardmap.Value
-	Shard      int
-}
-
-func (k Key) mapped() bool { return len(k.Lists) > 0 || len(k.Ranges) > 0 || k.Default != nil }
-
-func (k Key) equal(o Key) bool {
-	return k.Type == o.Type && slices.EqualFunc(k.Lists, o.Lists, func(a, b ListRule) bool {
-		return a.Shard == b.Shard && slices.EqualFunc(a.Values, b.Values, func(x, y shardmap.Value) bool { return x.Compare(y) == 0 })
-	}) && slices.EqualFunc(k.Ranges, o.Ranges, func(a, b RangeRule) bool {
-		return a.Shard == b.Shard && optEqual(a.Start, b.Start) && optEqual(a.End, b.End)
-	}) && optEqual(intValue(k.Default), intValue(o.Default))
-}
-
-func optEqual(a, b *shardmap.Value) bool {
-	return a == nil && b == nil || a != nil && b != nil && a.Compare(*b) == 0
-}
-
-func intValue(p *int) *shardmap.Value {
-	if p == nil {
-		return nil
-	}
-	v := shardmap.Int(int64(*p))
-	return &v
-}
-
-var dataTypes = map[string]pghash.Type{"": pghash.TypeInt8, "bigint": pghash.TypeInt8, "varchar": pghash.TypeText, "uuid": pghash.TypeUUID}
-
-func parseKey(field string, tb tableTOML, shards int) (Key, error) {
-	bad := func(format string, a ...any) (Key, error) {
-		return Key{}, fmt.Errorf("%w: %s: %s", ErrBadFiles, field, fmt.Sprintf(format, a...))
+// parseScheme reads a [[sharded_tables]] entry as the scheme it routes by: PgDog's default
+// postgres hasher is Postgres hash partitioning modulo the shard count (shardmap.PgHash);
+// mapping rules are list rules or range rules, with an optional default.
+func parseScheme(field string, tb tableTOML, shards int) (shardmap.Scheme, error) {
+	bad := func(format string, a ...any) (shardmap.Scheme, error) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadFiles, field, fmt.Sprintf(format, a...))
 	}
 	t, ok := dataTypes[tb.DataType]
 	if !ok {
@@ -78,19 +36,25 @@ func parseKey(field string, tb tableTOML, shards int) (Key, error) {
 	if tb.Column == "" {
 		return bad("no column")
 	}
-	k := Key{Column: tb.Column, Type: t}
+	key := shardmap.Key{Column: tb.Column, Type: t}
+	if len(tb.Mapping) == 0 {
+		return shardmap.PgHash{Key: key, Shards: uint32(shards)}, nil
+	}
+	var lists []shardmap.ListRule
+	var ranges []shardmap.RangeRule
+	var def *uint32
 	for j, m := range tb.Mapping {
 		mf := fmt.Sprintf("mapping[%d]", j)
 		if m.Shard == nil || *m.Shard < 0 || int(*m.Shard) >= shards {
 			return bad("%s: shard must be one of the database's %d shards", mf, shards)
 		}
-		shard := int(*m.Shard)
+		shard := uint32(*m.Shard)
 		switch {
 		case len(m.Values) > 0:
 			if m.Start != nil || m.End != nil {
 				return bad("%s: values and a range in one rule", mf)
 			}
-			r := ListRule{Shard: shard}
+			r := shardmap.ListRule{Shard: shard}
 			for _, v := range m.Values {
 				sv, err := configValue(t, v)
 				if err != nil {
@@ -98,9 +62,9 @@ func parseKey(field string, tb tableTOML, shards int) (Key, error) {
 				}
 				r.Values = append(r.Values, sv)
 			}
-			k.Lists = append(k.Lists, r)
+			lists = append(lists, r)
 		case m.Start != nil || m.End != nil:
-			r := RangeRule{Shard: shard}
+			r := shardmap.RangeRule{Shard: shard}
 			for _, b := range []struct {
 				v   any
 				dst **shardmap.Value
@@ -114,138 +78,97 @@ func parseKey(field string, tb tableTOML, shards int) (Key, error) {
 				}
 				*b.dst = &sv
 			}
-			k.Ranges = append(k.Ranges, r)
+			ranges = append(ranges, r)
 		default:
-			if k.Default != nil {
+			if def != nil {
 				return bad("%s: a second default rule", mf)
 			}
-			k.Default = &shard
+			def = &shard
 		}
 	}
-	return k, nil
+	if len(lists) > 0 && len(ranges) > 0 {
+		return bad("list and range rules on one key: the reference router routes by one kind of rule")
+	}
+	if len(ranges) > 0 {
+		return shardmap.PgRange{Key: key, Ranges: ranges, Default: def}, nil
+	}
+	return shardmap.PgList{Key: key, Lists: lists, Default: def}, nil
 }
 
-// configValue reads a mapping value of a key of type t.
-func configValue(t pghash.Type, v any) (shardmap.Value, error) {
+func sameScheme(a, b shardmap.Scheme) bool { return reflect.DeepEqual(a, b) }
+
+// configValue reads a mapping value of a key of type t: an integer for bigint keys, a
+// string for varchar keys, a uuid (compared in canonical form) for uuid keys.
+func configValue(t shardmap.KeyType, v any) (shardmap.Value, error) {
 	switch x := v.(type) {
 	case int64:
-		if t == pghash.TypeInt8 {
+		if t == shardmap.Bigint {
 			return shardmap.Int(x), nil
 		}
 	case string:
-		if t != pghash.TypeInt8 {
+		switch t {
+		case shardmap.Text:
 			return shardmap.Str(x), nil
+		case shardmap.UUID:
+			u, err := pghash.ParseUUID(x)
+			if err != nil {
+				return shardmap.Value{}, err
+			}
+			return shardmap.Str(pghash.FormatUUID(u)), nil
 		}
 	}
 	return shardmap.Value{}, fmt.Errorf("value %v (%T) does not fit a %v key", v, v, t)
 }
 
-// keyValue converts a caller's key to the key type: an integer of any width (or its decimal
-// text, as PgDog parses text parameters) for bigint, a string for varchar, a string or 16
-// bytes for uuid.
-func keyValue(t pghash.Type, key any) (shardmap.Value, [16]byte, error) {
-	var u [16]byte
-	switch t {
-	case pghash.TypeInt8:
-		switch x := key.(type) {
-		case int:
-			return shardmap.Int(int64(x)), u, nil
-		case int8:
-			return shardmap.Int(int64(x)), u, nil
-		case int16:
-			return shardmap.Int(int64(x)), u, nil
-		case int32:
-			return shardmap.Int(int64(x)), u, nil
-		case int64:
-			return shardmap.Int(x), u, nil
-		case uint8:
-			return shardmap.Int(int64(x)), u, nil
-		case uint16:
-			return shardmap.Int(int64(x)), u, nil
-		case uint32:
-			return shardmap.Int(int64(x)), u, nil
-		case string:
-			if _, err := pghash.ParseKey(pghash.TypeInt8, x); err != nil {
-				return shardmap.Value{}, u, err
-			}
-			i, err := strconv.ParseInt(trimSpace(x), 10, 64)
-			if err != nil {
-				return shardmap.Value{}, u, err
-			}
-			return shardmap.Int(i), u, nil
-		}
-	case pghash.TypeText:
-		if s, ok := key.(string); ok {
-			return shardmap.Str(s), u, nil
-		}
-	case pghash.TypeUUID:
-		switch x := key.(type) {
-		case [16]byte:
-			return shardmap.Str(pghash.FormatUUID(x)), x, nil
-		case string:
-			p, err := pghash.ParseUUID(x)
-			if err != nil {
-				return shardmap.Value{}, u, err
-			}
-			return shardmap.Str(pghash.FormatUUID(p)), p, nil
-		}
+// keyText writes a caller's key as SQL spells it: integers in decimal, strings as they
+// are, 16 bytes as a uuid.
+func keyText(key any) (string, error) {
+	switch x := key.(type) {
+	case int:
+		return strconv.Itoa(x), nil
+	case int8:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int16:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int32:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case string:
+		return x, nil
+	case [16]byte:
+		return pghash.FormatUUID(x), nil
 	}
-	return shardmap.Value{}, u, fmt.Errorf("a %T key does not fit a %v column", key, t)
+	return "", fmt.Errorf("a %T key: use an integer, a string or a [16]byte uuid", key)
 }
 
-// trimSpace drops the whitespace Postgres's int8in accepts around the digits.
-func trimSpace(s string) string {
-	i, j := 0, len(s)
-	for i < j && isSpace(s[i]) {
-		i++
+// Shard returns the shard of key in db: the value of the sharding column as an integer of
+// any width, a string (decimal text for a bigint key, as PgDog parses text parameters) or
+// a [16]byte uuid. The choice is shardmap.Layout.Locate's, which uses the kernels PgDog's
+// routing matches (Postgres hash partitioning; lists, then ranges, then the default).
+func (db *Database) Shard(key any) (int, error) {
+	n := len(db.Shards)
+	switch {
+	case n == 0:
+		return 0, fmt.Errorf("%w: database %q has no shards", ErrNoRoute, db.Name)
+	case db.Scheme == nil && n == 1:
+		return 0, nil
+	case db.Scheme == nil:
+		return 0, fmt.Errorf("%w: database %q has %d shards and no [[sharded_tables]] entry", ErrNoRoute, db.Name, n)
 	}
-	for j > i && isSpace(s[j-1]) {
-		j--
-	}
-	return s[i:j]
-}
-
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
-}
-
-// Shard returns the shard of key among n shards.
-func (k Key) Shard(key any, n int) (int, error) {
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: the database has no shards", ErrNoRoute)
-	}
-	if k.Column == "" {
-		if n == 1 {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("%w: the database has %d shards and no [[sharded_tables]] entry", ErrNoRoute, n)
-	}
-	v, u, err := keyValue(k.Type, key)
+	text, err := keyText(key)
 	if err != nil {
-		return 0, fmt.Errorf("%w: key %v: %v", ErrNoRoute, key, err)
+		return 0, fmt.Errorf("%w: %v", ErrNoRoute, err)
 	}
-	if k.mapped() {
-		for _, r := range k.Lists {
-			if slices.ContainsFunc(r.Values, func(x shardmap.Value) bool { return x.Compare(v) == 0 }) {
-				return r.Shard, nil
-			}
-		}
-		for _, r := range k.Ranges {
-			if (r.Start == nil || r.Start.Compare(v) <= 0) && (r.End == nil || v.Compare(*r.End) < 0) {
-				return r.Shard, nil
-			}
-		}
-		if k.Default != nil {
-			return *k.Default, nil
-		}
-		return 0, fmt.Errorf("%w: key %v matches no mapping rule and there is no default", ErrNoRoute, key)
+	loc, err := shardmap.Layout{Scheme: db.Scheme, Shards: make([]shardmap.Shard, n)}.Locate(text)
+	if err != nil {
+		return 0, fmt.Errorf("%w: database %q: %w", ErrNoRoute, db.Name, err)
 	}
-	switch k.Type {
-	case pghash.TypeInt8:
-		return int(pghash.ShardOfInt8(v.AsInt(), uint64(n))), nil
-	case pghash.TypeText:
-		return int(pghash.ShardOfText(v.AsText(), uint64(n))), nil
-	default:
-		return int(pghash.ShardOfUUID(u, uint64(n))), nil
-	}
+	return loc.Shard, nil
 }

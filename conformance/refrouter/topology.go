@@ -12,6 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
 )
 
 // The files PgDog reads when started without --config and --users; the reference router
@@ -42,7 +43,9 @@ type Database struct {
 	// number plus one, as PgDog counts it, so a gap leaves a nil entry (a shard with no
 	// backend: a key routed there fails).
 	Shards []*Backend
-	Key    Key
+	// Scheme is how statements pick a shard, from the database's [[sharded_tables]]
+	// entries; nil for a database without one (routable only when it has one shard).
+	Scheme shardmap.Scheme
 	// Users maps a users.toml user name to its password for this database.
 	Users map[string]string
 }
@@ -201,14 +204,14 @@ func ParseFiles(files render.Files) (*Topology, error) {
 		if db == nil {
 			return nil, fmt.Errorf("%w: %s: database %q has no [[databases]] entry", ErrBadFiles, field, tb.Database)
 		}
-		k, err := parseKey(field, tb, len(db.Shards))
+		sc, err := parseScheme(field, tb, len(db.Shards))
 		if err != nil {
 			return nil, err
 		}
-		if seen[tb.Database] && !db.Key.equal(k) {
-			return nil, fmt.Errorf("%w: %s: database %q already has a key with another type or mapping; the reference router routes a database by one key", ErrBadFiles, field, tb.Database)
+		if seen[tb.Database] && !sameScheme(db.Scheme, sc) {
+			return nil, fmt.Errorf("%w: %s: database %q already has a key with another column, type or mapping; the reference router routes a database by one key", ErrBadFiles, field, tb.Database)
 		}
-		seen[tb.Database], db.Key = true, k
+		seen[tb.Database], db.Scheme = true, sc
 	}
 	for _, usr := range u.Users {
 		if d, g, ok := render.ParseGenerationDatabase(usr.Database); ok && usr.Name == render.GenerationUser {

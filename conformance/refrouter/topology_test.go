@@ -56,8 +56,7 @@ func TestTopologyFromRenderedFiles(t *testing.T) {
 	for i, b := range backends(3) {
 		require.Equal(t, refrouter.Backend{Host: b.Host, Port: b.Port, Database: b.Database}, *db.Shards[i])
 	}
-	require.Equal(t, "id", db.Key.Column)
-	require.Equal(t, pghash.TypeInt8, db.Key.Type)
+	require.Equal(t, shardmap.PgHash{Key: shardmap.Key{Column: "id", Type: shardmap.Bigint}, Shards: 3}, db.Scheme)
 	require.Equal(t, "app-secret", db.Users[appRole])
 	dst := top.Databases[render.ReshardDatabase("app", 7)]
 	require.NotNil(t, dst, "the reshard destination is loaded as its own database")
@@ -98,9 +97,9 @@ func TestMappingRuleOrder(t *testing.T) {
 	}}
 	top, err := refrouter.ParseFiles(renderPgDog(t, rng))
 	require.NoError(t, err)
-	k := top.Databases["app"].Key
+	k := top.Databases["app"]
 	for key, want := range map[int64]int{-5: 0, 99: 0, 100: 1, 999: 1, 1000: 2, 1 << 40: 2} {
-		got, err := k.Shard(key, 3)
+		got, err := k.Shard(key)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "key %d", key)
 	}
@@ -112,49 +111,53 @@ func TestMappingRuleOrder(t *testing.T) {
 	}}
 	top, err = refrouter.ParseFiles(renderPgDog(t, list))
 	require.NoError(t, err)
-	k = top.Databases["app"].Key
+	k = top.Databases["app"]
 	for key, want := range map[string]int{"eu": 1, "uk": 1, "us": 0} {
-		got, err := k.Shard(key, 2)
+		got, err := k.Shard(key)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "key %q", key)
 	}
-	_, err = k.Shard("jp", 2)
+	_, err = k.Shard("jp")
 	require.ErrorIs(t, err, refrouter.ErrNoRoute, "no rule and no default: PgDog would scatter, the reference router refuses")
-	_, err = k.Shard(int64(5), 2)
-	require.ErrorIs(t, err, refrouter.ErrNoRoute, "an integer for a varchar key")
+	_, err = k.Shard(1.5)
+	require.ErrorIs(t, err, refrouter.ErrNoRoute, "a float is no key")
 }
 
 // TestHashKeyForms: a bigint key routes the same given as any Go integer or as its decimal
 // text (PgDog parses text parameters as i64), and exactly as pghash says.
 func TestHashKeyForms(t *testing.T) {
-	k := refrouter.Key{Column: "id", Type: pghash.TypeInt8}
+	hashed := func(t shardmap.KeyType, n int) *refrouter.Database {
+		return &refrouter.Database{Name: "app", Shards: make([]*refrouter.Backend, n),
+			Scheme: shardmap.PgHash{Key: shardmap.Key{Column: "id", Type: t}, Shards: uint32(n)}}
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		v := rapid.Int64().Draw(t, "v")
 		n := rapid.IntRange(1, 64).Draw(t, "n")
+		db := hashed(shardmap.Bigint, n)
 		want := int(pghash.ShardOfInt8(v, uint64(n)))
-		got, err := k.Shard(v, n)
+		got, err := db.Shard(v)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
-		got, err = k.Shard(fmt.Sprintf(" %d ", v), n)
+		got, err = db.Shard(fmt.Sprintf(" %d ", v))
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 		if v == int64(int32(v)) {
-			got, err = k.Shard(int32(v), n)
+			got, err = db.Shard(int32(v))
 			require.NoError(t, err)
 			require.Equal(t, want, got)
 		}
 	})
-	u := refrouter.Key{Column: "id", Type: pghash.TypeUUID}
+	u := hashed(shardmap.UUID, 5)
 	id := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
 	b, err := pghash.ParseUUID(id)
 	require.NoError(t, err)
-	s1, err := u.Shard(id, 5)
+	s1, err := u.Shard(id)
 	require.NoError(t, err)
-	s2, err := u.Shard(b, 5)
+	s2, err := u.Shard(b)
 	require.NoError(t, err)
 	require.Equal(t, int(pghash.ShardOfUUID(b, 5)), s1)
 	require.Equal(t, s1, s2)
-	_, err = u.Shard("not-a-uuid", 5)
+	_, err = u.Shard("not-a-uuid")
 	require.ErrorIs(t, err, refrouter.ErrNoRoute)
 }
 
@@ -171,6 +174,7 @@ func TestParseFilesRefuses(t *testing.T) {
 		"unknown database": "[[sharded_tables]]\ndatabase = \"nope\"\ncolumn = \"id\"\n",
 		"sha1":             "[[databases]]\nname = \"app\"\nhost = \"a\"\n[[sharded_tables]]\ndatabase = \"app\"\ncolumn = \"id\"\nhasher = \"sha1\"\n",
 		"vector":           "[[databases]]\nname = \"app\"\nhost = \"a\"\n[[sharded_tables]]\ndatabase = \"app\"\ncolumn = \"id\"\ndata_type = \"vector\"\n",
+		"both rule kinds":  "[[databases]]\nname = \"app\"\nhost = \"a\"\nshard = 1\n[[sharded_tables]]\ndatabase = \"app\"\ncolumn = \"id\"\n[[sharded_tables.mapping]]\nvalues = [1]\nshard = 0\n[[sharded_tables.mapping]]\nstart = 5\nshard = 1\n",
 		"rule shard":       "[[databases]]\nname = \"app\"\nhost = \"a\"\n[[sharded_tables]]\ndatabase = \"app\"\ncolumn = \"id\"\n[[sharded_tables.mapping]]\nvalues = [1]\nshard = 3\n",
 		"value type":       "[[databases]]\nname = \"app\"\nhost = \"a\"\n[[sharded_tables]]\ndatabase = \"app\"\ncolumn = \"id\"\n[[sharded_tables.mapping]]\nvalues = [\"x\"]\nshard = 0\n",
 	} {
@@ -190,7 +194,7 @@ func TestParseFilesRefuses(t *testing.T) {
 	require.Len(t, db.Shards, 3, "the shard count is the highest shard number plus one")
 	require.Nil(t, db.Shards[1], "a gap is a shard without a primary")
 	require.Equal(t, refrouter.Backend{Host: "a", Port: 5432, Database: "app"}, *db.Shards[0], "port and database_name defaults")
-	_, err = db.Key.Shard(int64(1), 3)
+	_, err = db.Shard(int64(1))
 	require.ErrorIs(t, err, refrouter.ErrNoRoute, "three shards and no key")
 }
 
@@ -212,7 +216,7 @@ func FuzzParseFiles(f *testing.F) {
 		}
 		for _, db := range top.Databases {
 			for _, key := range []any{int64(0), int64(-1), "eu", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"} {
-				s, err := db.Key.Shard(key, len(db.Shards))
+				s, err := db.Shard(key)
 				if err == nil {
 					require.True(t, s >= 0 && s < len(db.Shards), "shard %d of %d", s, len(db.Shards))
 				}
