@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"loam.dev/router/adapters"
 )
 
 // The resharding commands. PgDog runs them on this instance only; all four migration
 // commands need a users.toml user with schema_admin = true on both databases, or they fail
 // with "database ... has no schema owner".
+
+// Instance is the Resharder of a cutover's designated instance.
+var _ adapters.Resharder = (*Instance)(nil)
 
 var reshardKinds = []string{"source database", "destination database", "publication", "replication slot"}
 

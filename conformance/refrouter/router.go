@@ -298,6 +298,30 @@ func (r *Router) Observe(ctx context.Context) (adapters.Observed, error) {
 	return o, nil
 }
 
+// Swap exchanges the names of databases a and b in the instance's memory, users included,
+// as PgDog's CUTOVER does (Config::cutover, Users::cutover in pgdog.md): clients of a are
+// routed to what the files call b, and the other way round. The files are not touched,
+// so a reload or a restart undoes it. A statement held by a pause is routed after the swap
+// when it is released.
+func (r *Router) Swap(a, b string) error {
+	if err := r.reachable("Cutover"); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	da, db := r.topo.Databases[a], r.topo.Databases[b]
+	if da == nil || db == nil {
+		return &adapters.RouterError{Instance: r.opts.ID, Op: "Cutover",
+			Err: fmt.Errorf("refrouter: cannot swap %q and %q: both must be loaded (loaded: %v)", a, b, r.topo.Names())}
+	}
+	t := &Topology{Databases: maps.Clone(r.topo.Databases), markers: r.topo.markers}
+	na, nb := *db, *da
+	na.Name, nb.Name = a, b
+	t.Databases[a], t.Databases[b] = &na, &nb
+	r.topo = t
+	return nil
+}
+
 // Held is how many statements are waiting for a Resume.
 func (r *Router) Held() int {
 	r.mu.Lock()
