@@ -162,14 +162,11 @@ func (rs *Resharder) prepare(ctx context.Context, layouts ...shardmap.Layout) er
 		"CREATE TABLE IF NOT EXISTS " + keyTable + " (k " + keyTypes[rs.key.Type] + ") PARTITION BY HASH (k)",
 		"CREATE TABLE IF NOT EXISTS " + syncTable + " (origin text, token bigint, PRIMARY KEY (origin, token))",
 	}
+	var shards []shardmap.Shard
 	for _, l := range layouts {
-		for _, s := range l.Shards {
-			if err := rs.exec(ctx, s.Backend, ddl...); err != nil {
-				return err
-			}
-		}
+		shards = append(shards, l.Shards...)
 	}
-	return nil
+	return each(len(shards), func(i int) error { return rs.exec(ctx, shards[i].Backend, ddl...) })
 }
 
 func (t *streamTask) pubName(j int) string { return t.pub + "_" + strconv.Itoa(j) }
@@ -177,11 +174,12 @@ func (t *streamTask) subName(i, j int) string {
 	return t.slot + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(j)
 }
 
-// stream starts t: publications on t.from's shards, subscriptions on t.to's.
+// stream starts t: publications on t.from's shards, subscriptions on t.to's, each shard's
+// statements on their own connection, in parallel.
 func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) error {
 	n := len(t.to.Shards)
 	col := pgx.Identifier{rs.key.Column}.Sanitize()
-	for _, from := range t.from.Shards {
+	err := each(len(t.from.Shards), func(i int) error {
 		var sqls []string
 		for j := range n {
 			var tables string
@@ -191,37 +189,49 @@ func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) e
 			}
 			sqls = append(sqls, "CREATE PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+" FOR TABLE "+tables+syncTable)
 		}
-		if err := rs.exec(ctx, from.Backend, sqls...); err != nil {
-			return err
-		}
+		return rs.exec(ctx, t.from.Shards[i].Backend, sqls...)
+	})
+	if err != nil {
+		return err
 	}
-	for j, to := range t.to.Shards {
-		for i, from := range t.from.Shards {
-			sub := t.subName(i, j)
-			q := "CREATE SUBSCRIPTION " + pgx.Identifier{sub}.Sanitize() + " CONNECTION " + literal(rs.dsn(from.Backend)) +
-				" PUBLICATION " + pgx.Identifier{t.pubName(j)}.Sanitize() + " WITH (slot_name = " + literal(sub) + ", copy_data = " +
-				strconv.FormatBool(copyData) + ")"
-			if err := rs.exec(ctx, to.Backend, q); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	m := len(t.from.Shards)
+	return each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		sub := t.subName(i, j)
+		return rs.exec(ctx, t.to.Shards[j].Backend, "CREATE SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" CONNECTION "+
+			literal(rs.dsn(t.from.Shards[i].Backend))+" PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+
+			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+")")
+	})
 }
 
-// unstream drops t's subscriptions (and with them its slots) and publications.
+// unstream drops t's subscriptions (and with them their slots), then its publications.
 func (rs *Resharder) unstream(ctx context.Context, t *streamTask) error {
-	var errs []error
-	for j, to := range t.to.Shards {
-		for i := range t.from.Shards {
-			errs = append(errs, rs.exec(ctx, to.Backend, "DROP SUBSCRIPTION IF EXISTS "+pgx.Identifier{t.subName(i, j)}.Sanitize()))
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	err := each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		return rs.exec(ctx, t.to.Shards[j].Backend, "DROP SUBSCRIPTION IF EXISTS "+pgx.Identifier{t.subName(i, j)}.Sanitize())
+	})
+	return errors.Join(err, each(m, func(i int) error {
+		var sqls []string
+		for j := range n {
+			sqls = append(sqls, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{t.pubName(j)}.Sanitize())
 		}
+		return rs.exec(ctx, t.from.Shards[i].Backend, sqls...)
+	}))
+}
+
+// each runs f(0) ... f(n-1) in parallel and joins their errors.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
 	}
-	for _, from := range t.from.Shards {
-		for j := range t.to.Shards {
-			errs = append(errs, rs.exec(ctx, from.Backend, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{t.pubName(j)}.Sanitize()))
-		}
-	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -316,42 +326,39 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 const drainTimeout = 30 * time.Second
 
 // drain writes a barrier row on every source shard of t and waits until every destination
-// shard has applied it: everything committed on a source before the barrier is then there.
+// shard has applied all of them: everything committed on a source before its barrier is then
+// there, since a subscription applies its publisher's transactions in commit order.
 func (rs *Resharder) drain(ctx context.Context, t *streamTask) error {
 	token := time.Now().UnixNano()
-	for i, from := range t.from.Shards {
-		q := fmt.Sprintf("INSERT INTO %s VALUES (%s, %d)", syncTable, literal(t.slot+"_"+strconv.Itoa(i)), token)
-		if err := rs.exec(ctx, from.Backend, q); err != nil {
-			return err
-		}
+	err := each(len(t.from.Shards), func(i int) error {
+		return rs.exec(ctx, t.from.Shards[i].Backend, fmt.Sprintf("INSERT INTO %s VALUES (%s, %d)", syncTable, literal(t.slot+"_"+strconv.Itoa(i)), token))
+	})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
-	for j, to := range t.to.Shards {
-		conn, err := pgx.Connect(ctx, rs.dsn(to.Backend))
+	return each(len(t.to.Shards), func(j int) error {
+		conn, err := pgx.Connect(ctx, rs.dsn(t.to.Shards[j].Backend))
 		if err != nil {
-			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(to.Backend), err)
+			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(t.to.Shards[j].Backend), err)
 		}
+		defer conn.Close(context.Background())
 		for {
 			var n int
-			err := conn.QueryRow(ctx, "SELECT count(*) FROM "+syncTable+" WHERE token = $1", token).Scan(&n)
-			if err != nil {
-				conn.Close(context.Background())
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+syncTable+" WHERE token = $1", token).Scan(&n); err != nil {
 				return fmt.Errorf("refrouter: waiting for the stream to drain into destination shard %d: %w", j, err)
 			}
 			if n == len(t.from.Shards) {
-				break
+				return nil
 			}
 			select {
 			case <-ctx.Done():
-				conn.Close(context.Background())
 				return fmt.Errorf("refrouter: destination shard %d has %d of %d barrier rows after %v: %w", j, n, len(t.from.Shards), drainTimeout, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(5 * time.Millisecond):
 			}
 		}
-		conn.Close(context.Background())
-	}
-	return nil
+	})
 }
 
 // Cutover implements adapters.Resharder: drain task's stream, stop it, swap the names in
