@@ -287,3 +287,39 @@ func openRouter(t *testing.T, b *backendRig, backends []int) *refrouter.Router {
 	t.Cleanup(rt.Close)
 	return rt
 }
+
+// TestRealSwapIsCutoverInMemory: Swap routes the database's clients to what the files call
+// the reshard destination, as PgDog's CUTOVER does in memory; a reload puts the files'
+// routing back.
+func TestRealSwapIsCutoverInMemory(t *testing.T) {
+	srv := startServer(t)
+	b := newBackends(t, srv, 2, tableDDL)
+	rec := b.record(4, []int{0})
+	target := b.record(4, []int{1}).Layout
+	rec.Target = &target
+	rec.State = shardmap.State{Phase: shardmap.Resharding, To: 5}
+	c := creds
+	c.SchemaAdmin = render.User{Name: "migrator", Password: "m"}
+	fs, err := render.PgDog(rec, c, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, writeFiles(dir, fs))
+	rt, err := refrouter.Open(refrouter.Options{ID: "ref-1", Dir: dir, Database: "app", User: appRole})
+	require.NoError(t, err)
+	defer rt.Close()
+	ctx := context.Background()
+	insert := func(key int64) refrouter.Result {
+		res, err := rt.Exec(ctx, key, "INSERT INTO t (id) VALUES ($1)", key)
+		require.NoError(t, err)
+		return res
+	}
+	insert(1)
+	require.Equal(t, []int{0}, b.holders(t, 1))
+	require.NoError(t, rt.Swap("app", render.ReshardDatabase("app", 4)))
+	insert(2)
+	require.Equal(t, []int{1}, b.holders(t, 2), "after the swap, app's clients reach the destination")
+	require.Error(t, rt.Swap("app", "nope"), "both databases must be loaded")
+	require.NoError(t, rt.Reload(ctx))
+	insert(3)
+	require.Equal(t, []int{0}, b.holders(t, 3), "a reload routes by the files again")
+}
