@@ -233,19 +233,8 @@ func naiveRouterHarness(mutant string) conformance.RouterHarness {
 }
 
 func runRouterCase(c conformance.RouterCase, h conformance.RouterHarness) (bool, []string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	tb := &recTB{name: c.Name, ctx: ctx}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(tb, h)
-	}()
-	<-done
-	cancel()
-	for i := len(tb.cleanups) - 1; i >= 0; i-- {
-		tb.cleanups[i]()
-	}
-	return tb.failed, tb.msgs
+	out := conformance.Record(context.Background(), c.Name, func(tb conformance.TB) { c.Run(tb, h) })
+	return out.Failed, out.Msgs
 }
 
 // TestRouterSuiteCatchesMutants: each broken router must fail the cases named for it, and

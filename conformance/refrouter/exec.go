@@ -2,13 +2,13 @@ package refrouter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/postgres"
 )
 
 // Result says where a statement went and what the shard answered.
@@ -21,22 +21,16 @@ type Result struct {
 	Tag        pgconn.CommandTag
 }
 
-// Fence SQLSTATEs: a login refused because the role was made NOLOGIN, and a session the
-// fence terminated (pg_terminate_backend).
-const (
-	codeLoginRefused = "28000"
-	codeTerminated   = "57P01"
-)
-
 // Exec runs one statement for the instance's database on the shard key routes to, as
 // PgDog routes a statement whose sharding column equals key. While the database is paused
 // it waits (or gives up with ctx); the shard is chosen when it is released, by the
 // routing loaded then.
 //
 // Errors: ErrNoRoute for a key with no single shard; adapters.ErrClosed after Close; the
-// shard's own errors as *adapters.BackendError keeping the SQLSTATE, with errors.Is(err,
-// adapters.ErrFenced) true for 28000 (login refused) and 57P01 (session terminated), the
-// two ways a backend fence refuses a router that still routes to it.
+// shard's own errors as *adapters.BackendError keeping the SQLSTATE (postgres.Classify), with
+// errors.Is(err, adapters.ErrFenced) true for a login refused because the role is NOLOGIN
+// (28000) and a session terminated (57P01), the two ways a backend fence refuses a router
+// that still routes to it.
 func (r *Router) Exec(ctx context.Context, key any, sql string, args ...any) (Result, error) {
 	rt, err := r.route(ctx, key)
 	if err != nil {
@@ -76,14 +70,10 @@ func (r *Router) Query(ctx context.Context, key any, scan func(pgx.Rows) error, 
 	return res, nil
 }
 
+// backendError classifies a shard's error as adapters/postgres does for the control plane,
+// so a client of the router branches on a fence the same way.
 func backendError(b Backend, op string, err error) error {
-	be := &adapters.BackendError{Backend: b.String(), Op: op, Err: err}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		be.Code = pe.Code
-		be.Fenced = pe.Code == codeLoginRefused || pe.Code == codeTerminated
-	}
-	return be
+	return postgres.Classify(b.String(), op, err)
 }
 
 type route struct {

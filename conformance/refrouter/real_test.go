@@ -121,12 +121,6 @@ func (r *refRig) Restart(t conformance.TB) {
 
 const tableDDL = "CREATE TABLE t (id bigint PRIMARY KEY); GRANT ALL ON t TO " + appRole
 
-func startServer(t *testing.T) *pgtest.Server {
-	srv := pgtest.Start(t)
-	srv.Exec(t, "postgres", "CREATE ROLE "+appRole+" LOGIN PASSWORD 'app-secret'")
-	return srv
-}
-
 // TestRealRouterSuite runs the router contract against the reference router, its shards
 // databases on a real Postgres, its files rendered by kernel/render.
 func TestRealRouterSuite(t *testing.T) {

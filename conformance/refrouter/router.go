@@ -230,7 +230,11 @@ func (r *Router) Generation() (uint64, bool) {
 
 // Pause implements adapters.RouterInstance (PgDog: PAUSE <db>; an empty database pauses
 // every database, as a bare PAUSE does). Statements for a paused database wait in Exec, in
-// no particular order, until Resume; statements already running finish.
+// no particular order, until Resume; statements already running finish. As PgDog closes a
+// paused pool's idle server connections, the database's pools are reset: idle connections
+// close now, busy ones when their statement is done, and Resume starts on new sessions, so
+// that a fence raised and lowered while paused (a rolled-back cutover) is not seen by the
+// statements it held.
 func (r *Router) Pause(ctx context.Context, database string) error {
 	if err := r.reachable("Pause"); err != nil {
 		return err
@@ -239,6 +243,20 @@ func (r *Router) Pause(ctx context.Context, database string) error {
 	defer r.mu.Unlock()
 	if r.gates[database] == nil {
 		r.gates[database] = make(chan struct{})
+	}
+	for _, name := range r.topo.Names() {
+		if database != "" && name != database {
+			continue
+		}
+		d := r.topo.Databases[name]
+		for _, b := range d.Shards {
+			if b == nil {
+				continue
+			}
+			if k, ok := r.poolKey(d, b); ok {
+				r.pools[k].p.Reset()
+			}
+		}
 	}
 	return nil
 }
