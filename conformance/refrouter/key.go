@@ -166,7 +166,11 @@ func (db *Database) Shard(key any) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoRoute, err)
 	}
-	loc, err := shardmap.Layout{Scheme: db.Scheme, Shards: make([]shardmap.Shard, n)}.Locate(text)
+	l := db.layout
+	if l.Scheme == nil || len(l.Shards) != n {
+		l = shardmap.Layout{Scheme: db.Scheme, Shards: make([]shardmap.Shard, n)} // a Database not from ParseFiles
+	}
+	loc, err := l.Locate(text)
 	if err != nil {
 		return 0, fmt.Errorf("%w: database %q: %w", ErrNoRoute, db.Name, err)
 	}

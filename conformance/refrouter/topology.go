@@ -48,6 +48,8 @@ type Database struct {
 	Scheme shardmap.Scheme
 	// Users maps a users.toml user name to its password for this database.
 	Users map[string]string
+
+	layout shardmap.Layout // Scheme over len(Shards) shards, for Locate; set by ParseFiles
 }
 
 // Backend is the primary of one shard.
@@ -226,6 +228,9 @@ func ParseFiles(files render.Files) (*Topology, error) {
 	}
 	for _, gs := range t.markers {
 		slices.Sort(gs)
+	}
+	for _, db := range t.Databases {
+		db.layout = shardmap.Layout{Scheme: db.Scheme, Shards: make([]shardmap.Shard, len(db.Shards))}
 	}
 	return t, nil
 }
