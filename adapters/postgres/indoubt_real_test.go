@@ -62,9 +62,9 @@ func (l *countingLister) Prepared(ctx context.Context) ([]adapters.PreparedXact,
 	return l.b.Prepared(ctx)
 }
 
-type staticRoster []indoubt.Process
+type staticRoster []adapters.RouterProcess
 
-func (r staticRoster) Processes(context.Context) ([]indoubt.Process, error) { return r, nil }
+func (r staticRoster) Processes(context.Context) ([]adapters.RouterProcess, error) { return r, nil }
 
 // recordingSink keeps the alerts raised and not cleared, and how many raises and clears came.
 type recordingSink struct {
@@ -166,7 +166,7 @@ func TestRealInDoubtMonitor(t *testing.T) {
 	require.Len(t, before["s1"], 6)
 
 	now := time.Now().UnixMilli()
-	roster := staticRoster{{ID: "node-0", Started: now - time.Hour.Milliseconds()}, {ID: "node-2", Started: now + 1000}, {ID: "b9c0d1e2", Started: now}}
+	roster := staticRoster{{ID: "node-0", Started: time.UnixMilli(now - time.Hour.Milliseconds())}, {ID: "node-2", Started: time.UnixMilli(now + 1000)}, {ID: "b9c0d1e2", Started: time.UnixMilli(now)}}
 	sink := &recordingSink{raised: map[string]indoubt.Alert{}}
 	exec := &driver.InDoubtExecutor{
 		Shard: func(name string) (driver.PreparedLister, bool) {

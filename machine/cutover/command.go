@@ -15,9 +15,21 @@ import (
 // that a restarted driver can Restore and feed Restarted (see Restarted).
 //
 // Step ids are deterministic: "<db>/<g>/<stage>[/<target>]", where g is the generation the
-// cutover started from. A command sent again (after a failure, or after a restart) keeps its
-// step id, so an executor can recognise the retry; every command is idempotent on the
-// systems it touches except Cutover, which the machine never repeats blindly.
+// cutover started from, with "#<n>" after it for the n-th attempt of the step (n ≥ 2).
+// A command re-sent after a restart is the same attempt and keeps its step id, so an
+// executor can recognise it; a retry after a failed answer is a new attempt with its own,
+// so that the answer to each attempt is told from a late or repeated answer to an earlier
+// one. Every command is idempotent on the systems it touches except Cutover, which the
+// machine never repeats blindly.
+//
+// An answer must be final: answer a command, even with an error, only once its attempt has
+// taken effect or never will (a Fence whose call timed out is answered once its session on
+// the server has ended, or once a server-side statement or lock timeout shorter than the
+// call's has run out). The machine settles a step only on the answer of the attempt in
+// flight and never sends the command that undoes another (Unfence after Fence, Resume
+// after Pause, and the other way round) while an attempt of it is unanswered; a fence or a
+// hold is a switch that whichever command runs last decides, and an attempt still running
+// after its answer could run after the command that was meant to undo it.
 type Command interface {
 	isCommand()
 	String() string

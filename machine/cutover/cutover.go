@@ -122,10 +122,20 @@ func checkStart(in Start) string {
 	if err := r.Validate(); err != nil {
 		return "start: record is invalid: " + err.Error()
 	}
+	for _, l := range []*shardmap.Layout{&r.Layout, r.Target} {
+		for _, s := range l.Shards {
+			if strings.Contains(s.Name, "#") {
+				return "start: shard name " + strconv.Quote(s.Name) + " contains '#', which step ids use to number attempts; rename the shard"
+			}
+		}
+	}
 	seen := make(map[string]bool, len(p.Instances))
 	for _, i := range p.Instances {
 		if i == "" || seen[i] {
 			return "start: instance " + strconv.Quote(i) + " is empty or listed twice"
+		}
+		if strings.Contains(i, "#") {
+			return "start: instance " + strconv.Quote(i) + " contains '#', which step ids use to number attempts; rename the instance"
 		}
 		seen[i] = true
 	}
@@ -363,37 +373,52 @@ func (m *Machine) addInstances(ctx *machine.Ctx, k opKind, skipDesignated bool) 
 // issue appends the command of op i.
 func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	o := &m.s.Ops[i]
+	step := m.sent(o)
 	var c Command
 	switch o.Kind {
 	case kRecord:
-		c = WriteRecord{Step: o.Step, Expect: m.s.Rec.Version, Record: m.s.Next}
+		c = WriteRecord{Step: step, Expect: m.s.Rec.Version, Record: m.s.Next}
 	case kCopy:
-		c = CopyData{Step: o.Step, Instance: o.Target, Source: m.db(), Destination: destName(m.s.Origin),
+		c = CopyData{Step: step, Instance: o.Target, Source: m.db(), Destination: destName(m.s.Origin),
 			Publication: m.s.Plan.Publication, Slot: slotName(m.s.Origin)}
 	case kAdopt, kList:
-		c = ListTasks{Step: o.Step, Instance: o.Target}
+		c = ListTasks{Step: step, Instance: o.Target}
 	case kPoll:
-		c = PollCopy{Step: o.Step, Instance: o.Target, Task: o.Task, Slot: slotName(m.s.Origin)}
+		c = PollCopy{Step: step, Instance: o.Target, Task: o.Task, Slot: slotName(m.s.Origin)}
 	case kPause:
-		c = Pause{Step: o.Step, Instance: o.Target, Database: m.db()}
+		c = Pause{Step: step, Instance: o.Target, Database: m.db()}
 	case kResume:
-		c = Resume{Step: o.Step, Instance: o.Target, Database: m.db()}
+		c = Resume{Step: step, Instance: o.Target, Database: m.db()}
 	case kFence:
-		c = Fence{Step: o.Step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
+		c = Fence{Step: step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
 	case kUnfence:
-		c = Unfence{Step: o.Step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
+		c = Unfence{Step: step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
 	case kCutover:
-		c = Cutover{Step: o.Step, Instance: o.Target, Task: o.Task}
+		c = Cutover{Step: step, Instance: o.Target, Task: o.Task}
 	case kFiles:
 		r := m.filesRecord()
-		c = WriteFiles{Step: o.Step, Generation: r.Generation, Record: r}
+		c = WriteFiles{Step: step, Generation: r.Generation, Record: r}
 	case kReload:
 		r := m.filesRecord()
-		c = Reload{Step: o.Step, Instance: o.Target, Generation: r.Generation, Record: r}
+		c = Reload{Step: step, Instance: o.Target, Generation: r.Generation, Record: r}
 	case kStop:
-		c = StopTask{Step: o.Step, Instance: o.Target, Task: o.Task}
+		c = StopTask{Step: step, Instance: o.Target, Task: o.Task}
 	}
 	m.out = append(m.out, c)
+}
+
+// sent is the step id of the attempt of o now in flight: the op's step for the first,
+// with "#n" after it for the n-th ("app/4/fence/s1#2"). Only the answer of the attempt in
+// flight settles an op. An answer to an earlier attempt (late, or repeated) says nothing
+// about the one in flight, which may still run after it: taken for that one's answer, it
+// could let the machine send the opposite command (the rollback's Unfence after a Fence,
+// a Resume after a Pause) while this one is out, and this one could land last. A re-send
+// after a restart is the same attempt and keeps its step id.
+func (m *Machine) sent(o *op) string {
+	if o.Attempt == 0 || m.s.Plan.Options.Mutants.RetryReusesStep {
+		return o.Step
+	}
+	return o.Step + "#" + strconv.Itoa(o.Attempt+1)
 }
 
 // filesRecord is the record whose files WriteFiles and Reload carry: the stored one (the
@@ -405,10 +430,10 @@ func (m *Machine) filesRecord() *shardmap.Record {
 	return m.s.Rec
 }
 
-// find returns the index of the awaited op with this step id, or -1.
+// find returns the index of the op whose attempt in flight has this step id, or -1.
 func (m *Machine) find(step string) int {
 	for i := range m.s.Ops {
-		if m.s.Ops[i].Step == step && m.s.Ops[i].State == opSent {
+		if o := &m.s.Ops[i]; o.State == opSent && m.sent(o) == step {
 			return i
 		}
 	}
@@ -566,6 +591,7 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		return
 	case stPause:
 		m.s.PauseSent = true
+		m.s.Polls = 0 // resolve polls are numbered across CUTOVER tries (see resolve)
 		m.addInstances(ctx, kPause, false)
 	case stFence:
 		if !m.s.Plan.Options.Mutants.SkipFence {
@@ -575,7 +601,9 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stCutover:
 		m.s.ReloadDesg = true
 		m.s.CutoverTries++
-		m.add(ctx, op{Step: m.stepID(d), Kind: kCutover, Target: d, Task: m.cutTask()})
+		// Each try is an attempt of the same step, so its answer is told from an
+		// earlier try's.
+		m.add(ctx, op{Step: m.stepID(d), Kind: kCutover, Target: d, Task: m.cutTask(), Attempt: m.s.CutoverTries - 1})
 	case stResolve:
 		m.s.Polls++
 		m.add(ctx, op{Step: m.stepID(d) + "/" + strconv.Itoa(m.s.Polls), Kind: kList, Target: d})
@@ -785,9 +813,11 @@ func (m *Machine) undo(ctx *machine.Ctx, reason string) {
 	m.enter(ctx, stUndoReload)
 }
 
-// resolve asks the designated instance what its CUTOVER did.
+// resolve asks the designated instance what its CUTOVER did. Its polls are numbered on
+// from the last try's, never from 1 again: a late answer to a list taken before this try
+// went out would say the task still waits for its CUTOVER, and, taken for this try's
+// list, would send CUTOVER again or roll back a cutover that took.
 func (m *Machine) resolve(ctx *machine.Ctx) {
-	m.s.Polls = 0
 	m.enter(ctx, stResolve)
 }
 
@@ -804,7 +834,7 @@ func (m *Machine) poll(ctx *machine.Ctx) {
 func (m *Machine) onCopyStarted(ctx *machine.Ctx, in CopyStarted) {
 	i := m.find(in.Step)
 	if i < 0 || m.s.Ops[i].Kind != kCopy {
-		if in.Err == nil && in.Task != 0 && m.s.Task == 0 && in.Step == m.s.Origin.Router.Name+"/"+u(m.s.Origin.Generation)+"/copy/"+m.designated() {
+		if in.Err == nil && in.Task != 0 && m.s.Task == 0 && m.copyStep(in.Step) {
 			// A late answer after the copy was given up: remember the task so the undo
 			// stops it, or say that it is left running.
 			m.s.Task = in.Task
@@ -855,6 +885,18 @@ func (m *Machine) onPolled(ctx *machine.Ctx, in CopyPolled) {
 	default:
 		m.setTimer(next, ctx.Now+m.s.Plan.Options.PollEvery)
 	}
+}
+
+// copyStep reports whether step names an attempt of the forward COPY_DATA on the
+// designated instance ("<db>/<g>/copy/<d>[#n]").
+func (m *Machine) copyStep(step string) bool {
+	base := m.s.Origin.Router.Name + "/" + u(m.s.Origin.Generation) + "/copy/" + m.designated()
+	n, ok := strings.CutPrefix(step, base)
+	if !ok || n == "" {
+		return ok
+	}
+	_, err := strconv.ParseUint(strings.TrimPrefix(n, "#"), 10, 32)
+	return n[0] == '#' && err == nil
 }
 
 // ---- task lists: adopting a copy after a restart, resolving a CUTOVER ----

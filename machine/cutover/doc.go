@@ -44,7 +44,14 @@
 //     d already routes to the new shards, the old ones are fenced, and the reverse stream
 //     carries what d writes back to them until finalize.
 //   - A fence that fails on one shard rolls back: every source shard is unfenced again
-//     (UnfenceWrites is idempotent) before any instance resumes.
+//     (UnfenceWrites is idempotent) before any instance resumes, and only once the last
+//     fence attempt on each has answered: an Unfence sent while a Fence is still out could
+//     be overtaken by it, leaving the shard fenced under resumed instances.
+//   - A late or repeated answer to an earlier attempt of a step (a timed-out call whose
+//     reply turns up, a transport that delivers twice) is ignored: each attempt has its
+//     own step id ("…#2"), and only the answer of the attempt in flight settles the step,
+//     so no command is sent that an attempt still out could land after (an Unfence after
+//     a Fence, a Resume after a Pause, a Fence of the next Reverse after an Unfence).
 //   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
 //     machine lists d's tasks. The copy task still waiting means it did not take (sent again
 //     up to Attempts); finished, or a newer stream, means it did; failed means roll back

@@ -46,6 +46,8 @@ type Restarted struct{}
 // Reply answers a command whose answer carries no data: Pause, Fence, Cutover, WriteFiles,
 // Reload, Resume, StopTask, Unfence. Err is nil on success; any error (unreachable, refused,
 // timed out) is a failure, and the machine decides from the step what a failure means.
+// Step is the step id of the command answered, attempt suffix included: a Reply for an
+// earlier attempt than the one in flight is ignored (see Command).
 type Reply struct {
 	Step string
 	Err  error

@@ -38,6 +38,7 @@ type harness struct {
 	now     int64
 	rng     *rand.Rand
 	pending []cutover.Command
+	answers []cutover.Input // every answer delivered since start, for late
 	timers  map[string]int64
 	mutant  bool
 	seen    []string // every violation since start
@@ -70,6 +71,7 @@ func (h *harness) record(cmds []cutover.Command) {
 			h.w.checkEnd(c)
 		case cutover.Alert:
 		default:
+			h.w.send(c)
 			h.pending = append(h.pending, c)
 		}
 	}
@@ -89,6 +91,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.deliver(t, d)
 	case "stabilize":
 		h.stabilize(t, d)
+	case "late":
+		h.late(t, d)
 	case "conflict":
 		h.conflict(t, d)
 	case "tick":
@@ -180,6 +184,8 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 			opts.Mutants.FilesBeforePublish = true
 		case "skip-designated-reload":
 			opts.Mutants.SkipDesignatedReload = true
+		case "retry-reuses-step":
+			opts.Mutants.RetryReusesStep = true
 		default:
 			t.Fatalf("unknown mutant %q", mu)
 		}
@@ -198,6 +204,7 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	h.rng = rand.New(rand.NewPCG(1, 2))
 	h.timers = map[string]int64{}
 	h.pending = nil
+	h.answers = nil
 	pub := "app_pub"
 	if d.HasArg("publication") {
 		d.ScanArgs(t, "publication", &pub)
@@ -208,26 +215,33 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 }
 
 // deliver answers the commands in flight whose step matches match (all by default), in
-// the order they were issued. fail= makes matching ones fail with err=; applied= makes a
-// failing one take effect anyway; swap-fail= makes a Cutover swap routing and then fail.
+// the order they were issued; count= answers only that many of them, and those matching
+// hold= stay in flight. fail= makes
+// matching ones fail with err=; applied= makes a failing one take effect anyway;
+// swap-fail= makes a Cutover swap routing and then fail.
 func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
-	match, fail, applied, swapFail, msg := "*", "", "", "", "unreachable"
+	match, hold, fail, applied, swapFail, msg := "*", "", "", "", "", "unreachable"
 	for _, a := range []struct {
 		k string
 		v *string
-	}{{"match", &match}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}} {
+	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}} {
 		if d.HasArg(a.k) {
 			d.ScanArgs(t, a.k, a.v)
 		}
+	}
+	count := -1
+	if d.HasArg("count") {
+		d.ScanArgs(t, "count", &count)
 	}
 	batch := h.pending
 	h.pending = nil
 	for _, c := range batch {
 		step := stepOf(c)
-		if !glob(match, step) {
+		if !glob(match, step) || hold != "" && glob(hold, step) || count == 0 {
 			h.pending = append(h.pending, c)
 			continue
 		}
+		count--
 		var err error
 		header := "ok " + step
 		in := cutover.Input(nil)
@@ -247,23 +261,44 @@ func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
 		if in == nil {
 			in = h.w.apply(c, err, applied != "" && glob(applied, step))
 		}
+		h.answers = append(h.answers, in)
 		h.step(header, in)
 	}
 }
 
+// late feeds again the last answer delivered whose step matches match=: the late or
+// repeated answer of an earlier attempt (a timed-out call whose reply turns up, a
+// transport that delivers twice). The world does not change.
+func (h *harness) late(t *testing.T, d *datadriven.TestData) {
+	var match string
+	d.ScanArgs(t, "match", &match)
+	for i := len(h.answers) - 1; i >= 0; i-- {
+		if step := inputStep(h.answers[i]); glob(match, step) {
+			h.step("late "+step, h.answers[i])
+			return
+		}
+	}
+	t.Fatalf("%s: no answer delivered matches %q", d.Pos, match)
+}
+
 // stabilize answers everything in flight and fires every timer (moving the clock to
 // it) until nothing is in flight and no timer is set, or the cutover is done. Commands
-// whose step matches fail= keep failing; rounds= bounds the loop (default 50).
+// whose step matches fail= keep failing, those matching hold= stay in flight; rounds=
+// bounds the loop (default 50).
 func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
 	rounds := 50
 	if d.HasArg("rounds") {
 		d.ScanArgs(t, "rounds", &rounds)
 	}
+	hold := ""
+	if d.HasArg("hold") {
+		d.ScanArgs(t, "hold", &hold)
+	}
 	for range rounds {
 		if _, done := h.m.Done(); done {
 			return
 		}
-		if len(h.pending) > 0 {
+		if slices.ContainsFunc(h.pending, func(c cutover.Command) bool { return hold == "" || !glob(hold, stepOf(c)) }) {
 			h.deliver(t, d)
 			continue
 		}
@@ -340,6 +375,7 @@ func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
 			h.w.apply(c, nil, false)
 		}
 	}
+	h.w.crash()
 	h.pending = nil
 	h.timers = map[string]int64{}
 	b, err := json.Marshal(h.m.Snapshot())

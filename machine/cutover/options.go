@@ -54,6 +54,13 @@ type Mutants struct {
 	// new shards while the others write to the unfenced old ones. Trips "writes never reach
 	// both layouts" (testdata/interaction/mutants.txt).
 	SkipDesignatedReload bool
+	// RetryReusesStep sends every attempt of a step under the first attempt's step id, as
+	// the machine once did: a late or repeated answer to an earlier attempt settles the
+	// attempt in flight, so a rollback unfences a shard (or resumes an instance) while a
+	// Fence (or Pause) on it is still out and can land after it. Trips "sent while ... is
+	// in flight on shard" (and "on instance"), "resumed while shard ... is fenced" and
+	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants).
+	RetryReusesStep bool
 }
 
 func (o Options) withDefaults() Options {

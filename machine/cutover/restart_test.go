@@ -53,6 +53,7 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 				w.checkEnd(c)
 			case cutover.Alert:
 			default:
+				w.send(c)
 				pending = append(pending, c)
 			}
 		}
@@ -65,6 +66,7 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 					w.apply(c, nil, false)
 				}
 			}
+			w.crash()
 			pending, timers = nil, map[string]int64{}
 			b, err := json.Marshal(m.Snapshot())
 			require.NoError(t, err)
@@ -122,8 +124,8 @@ func TestRestartEverywhere(t *testing.T) {
 	}{
 		{"finalize", cutover.Finalize{}, "", cutover.Finalized},
 		{"reverse", cutover.Reverse{}, "", cutover.Reversed},
-		{"rollback", cutover.Finalize{}, "*/fence/s1", cutover.RolledBack},
-		{"lagging", cutover.Finalize{}, "*/reload/pgdog-3", cutover.Finalized},
+		{"rollback", cutover.Finalize{}, "*/fence/s1*", cutover.RolledBack},
+		{"lagging", cutover.Finalize{}, "*/reload/pgdog-3*", cutover.Finalized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base, v, calls, _ := reliable(t, tc.decision, tc.failing, -1, false)
@@ -153,7 +155,7 @@ func TestActionsDocumented(t *testing.T) {
 	for _, tc := range []struct {
 		decision cutover.Input
 		failing  string
-	}{{cutover.Finalize{}, ""}, {cutover.Reverse{}, ""}, {cutover.Finalize{}, "*/fence/s1"}} {
+	}{{cutover.Finalize{}, ""}, {cutover.Reverse{}, ""}, {cutover.Finalize{}, "*/fence/s1*"}} {
 		for k := -1; k < 40; k += 7 {
 			_, _, _, a := reliable(t, tc.decision, tc.failing, k, k%2 == 0)
 			for x := range a {

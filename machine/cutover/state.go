@@ -101,7 +101,7 @@ type op struct {
 	Index   int    // for shard ops: the shard's index in that layout
 	Task    int64  // for Cutover, StopTask, PollCopy
 	State   opState
-	Attempt int
+	Attempt int // attempts answered with a failure; the one in flight is Attempt+1 (see sent)
 	RetryAt int64
 	Alerted bool
 	Rebases int

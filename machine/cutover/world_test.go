@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/cutover"
@@ -36,6 +37,9 @@ type world struct {
 	polls     int
 	lag       int64 // lag reported once replicating
 	syncPolls int   // polls spent syncing before replicating
+	// inflight are the fence and hold commands sent and not yet executed (nor lost in a
+	// crash of the driver), in the order they were sent.
+	inflight []cutover.Command
 
 	violations []string
 }
@@ -93,10 +97,62 @@ func (w *world) checkSplit(after string) {
 	}
 }
 
+// holdOf names the switch a command turns and which way: a shard's fence (Fence on,
+// Unfence off) or an instance's maintenance hold (Pause on; Resume, and CUTOVER, which
+// clears every hold on its instance, off).
+func holdOf(c cutover.Command) (target string, on, ok bool) {
+	switch c := c.(type) {
+	case cutover.Fence:
+		return "shard " + c.Shard, true, true
+	case cutover.Unfence:
+		return "shard " + c.Shard, false, true
+	case cutover.Pause:
+		return "instance " + c.Instance, true, true
+	case cutover.Resume:
+		return "instance " + c.Instance, false, true
+	case cutover.Cutover:
+		return "instance " + c.Instance, false, true
+	}
+	return "", false, false
+}
+
+// send records a command the machine issued. Two commands that turn one switch opposite
+// ways must never be in flight together: commands in flight run in any order (a call
+// that timed out can still run on the server after a later one), so the one sent first
+// may land last and undo the one the machine meant to be the last word.
+func (w *world) send(c cutover.Command) {
+	t, on, ok := holdOf(c)
+	if !ok {
+		return
+	}
+	for _, p := range w.inflight {
+		if pt, pon, _ := holdOf(p); pt == t && pon != on {
+			w.violate("%s sent while %s is in flight on %s: whichever runs last wins", c, p, t)
+		}
+	}
+	w.inflight = append(w.inflight, c)
+}
+
+// settle forgets a command in flight: it ran, or failed for good.
+func (w *world) settle(c cutover.Command) {
+	s := c.String()
+	for i, p := range w.inflight {
+		if p.String() == s {
+			w.inflight = slices.Delete(w.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// crash forgets every command in flight: the driver died; each one ran before it did, or
+// never will.
+func (w *world) crash() { w.inflight = nil }
+
 // apply executes a command's effect on the world and returns the answer the driver
 // feeds back. fail makes the command fail; applied says whether a failed command took
 // effect anyway (the reply was lost, or it failed half-way).
 func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input {
+	w.settle(c)
 	effect := fail == nil || applied
 	switch c := c.(type) {
 	case cutover.WriteRecord:
@@ -257,6 +313,7 @@ func (w *world) cutover(c cutover.Cutover) bool {
 // swapAndFail models a CUTOVER that swapped routing past its point of no return and then
 // failed: the task is marked failed and no stream started.
 func (w *world) swapAndFail(c cutover.Cutover) {
+	w.settle(c)
 	if st := w.tasks[c.Task]; st != cutover.TaskReplicating {
 		return
 	}
@@ -272,6 +329,13 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 
 // checkEnd checks the world against the outcome the machine reported.
 func (w *world) checkEnd(d cutover.Done) {
+	if d.Outcome == cutover.Finalized || d.Outcome == cutover.RolledBack || d.Outcome == cutover.Reversed {
+		for _, i := range w.instances {
+			if w.paused[i] && !slices.Contains(d.Unresumed, i) {
+				w.violate("%v but %s is left paused and not listed unresumed", d.Outcome, i)
+			}
+		}
+	}
 	switch d.Outcome {
 	case cutover.Finalized:
 		w.expectRecord(d, w.g+2, shardmap.Serving)
@@ -347,6 +411,31 @@ func stepOf(c cutover.Command) string {
 		return c.Step
 	}
 	return ""
+}
+
+// inputStep returns the step id an answer carries ("" for inputs without one).
+func inputStep(in cutover.Input) string {
+	switch in := in.(type) {
+	case cutover.Reply:
+		return in.Step
+	case cutover.RecordWritten:
+		return in.Step
+	case cutover.CopyStarted:
+		return in.Step
+	case cutover.CopyPolled:
+		return in.Step
+	case cutover.TasksListed:
+		return in.Step
+	}
+	return ""
+}
+
+// baseStep is the step an attempt's step id belongs to: without its "#n".
+func baseStep(s string) string {
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // fixture is a PgDog database "app" at generation 4, resharding from two shards to four.
