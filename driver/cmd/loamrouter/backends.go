@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/pgdog"
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
@@ -118,14 +119,17 @@ func layouts(rec *shardmap.Record) []shardmap.Layout {
 // opener opens a database's fleet.
 type opener func(ctx context.Context, dc *DatabaseConfig) (*fleet, error)
 
-// errNoAdapter says this build cannot reach a kind of system yet.
-var errNoAdapter = errors.New("this build has no adapter for it yet")
-
 // openFleet is the daemon's opener: PgDog admin databases for routers, Postgres for shards.
 func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 	f := newFleet()
-	if len(dc.Routers) > 0 {
-		return nil, fmt.Errorf("routers of %s: PgDog admin: %w", dc.Name, errNoAdapter)
+	for _, rc := range dc.Routers {
+		inst, err := pgdog.New(pgdog.Config{ID: rc.ID, Admin: adminDSN(dc, rc), Dir: rc.ConfigDir, Database: dc.Name})
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("databases %s router %s: %w", dc.Name, rc.ID, err)
+		}
+		f.routers[rc.ID], f.resharders[rc.ID] = inst, inst
+		f.closers = append(f.closers, func() { _ = inst.Close() })
 	}
 	if dc.ShardUser != "" {
 		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
@@ -133,6 +137,21 @@ func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 		}
 	}
 	return f, nil
+}
+
+// adminDSN is how the controller reaches a PgDog instance's admin database: the router's
+// admin value when it is a connection string, else host:port with the database's admin
+// login (admin_user, default "admin", and the password admin_password_env holds).
+func adminDSN(dc *DatabaseConfig, rc RouterConfig) string {
+	if strings.Contains(rc.Admin, "://") || strings.Contains(rc.Admin, "=") {
+		return rc.Admin
+	}
+	user := dc.AdminUser
+	if user == "" {
+		user = "admin"
+	}
+	u := url.URL{Scheme: "postgres", Host: rc.Admin, Path: "/admin", User: url.UserPassword(user, secret(dc.AdminPasswordEnv))}
+	return u.String()
 }
 
 // shardDSN is how the controller logs into a shard's database: the record's host, port

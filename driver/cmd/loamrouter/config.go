@@ -105,7 +105,8 @@ type RouterConfig struct {
 	ID string `toml:"id"`
 	// Kind is pgdog (an instance's admin database).
 	Kind string `toml:"kind"`
-	// Admin is the admin database's address, host:port.
+	// Admin is the admin database: host:port (logging in with the database's admin_user and
+	// admin_password_env), or a whole connection string.
 	Admin string `toml:"admin"`
 	// ConfigDir is where this instance reads pgdog.toml and users.toml (written before
 	// every RELOAD, since PgDog re-reads only the files it was started with).
@@ -131,6 +132,11 @@ type CutoverConfig struct {
 	Grace        Duration `toml:"grace"`
 	// PollEvery is the catch-up poll interval (default 1s).
 	PollEvery Duration `toml:"poll_every"`
+	// RetryAfter is the base delay before a failed command is sent again (default 500ms);
+	// Attempts how many tries before a failure counts (default 3). An unreachable instance
+	// holds the pause for about Attempts × RetryAfter before the cutover goes on without it.
+	RetryAfter Duration `toml:"retry_after"`
+	Attempts   int      `toml:"attempts"`
 	// FinalizeAfter, when set, finalizes that long after every instance resumed unless a
 	// rollback is asked first (default: wait for `cutover finalize`).
 	FinalizeAfter Duration `toml:"finalize_after"`
@@ -407,6 +413,9 @@ func (c *Config) check() error {
 			switch r.Kind {
 			case "", "pgdog":
 				d.Routers[j].Kind = "pgdog"
+				if r.Admin == "" {
+					return bad(rat+".admin", "give the instance's admin database, e.g. admin = \"10.0.0.5:6432\"")
+				}
 			default:
 				return bad(rat+".kind", "%q is not a router kind; use \"pgdog\"", r.Kind)
 			}

@@ -235,7 +235,7 @@ func (d *daemon) fileCutover(ctx context.Context, ref adapters.DBRef, req cutove
 		}
 	}
 	_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
-		What: fmt.Sprintf("cutover ended: %s at generation %d %s", res.Outcome, res.Generation, res.Reason), Result: "ok"})
+		What: fmt.Sprintf("cutover ended: %s at generation %d%s", res.Outcome, res.Generation, prefixed(": ", res.Reason)), Result: "ok"})
 	log.Info("cutover ended", "outcome", res.Outcome, "generation", res.Generation, "reason", res.Reason)
 }
 

@@ -68,10 +68,13 @@ poll_every = "50ms"
 grace = "100ms"
 [[databases.routers]]
 id = "pgdog-1"
+admin = "127.0.0.1:6401"
 [[databases.routers]]
 id = "pgdog-2"
+admin = "127.0.0.1:6402"
 [[databases.routers]]
 id = "pgdog-3"
+admin = "127.0.0.1:6403"
 `, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"))
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	return path

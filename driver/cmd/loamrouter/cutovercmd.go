@@ -184,6 +184,7 @@ func (c *cli) plan(cmd *cobra.Command, db string) (*planReport, Store, error) {
 	p := cutover.Plan{Designated: dc.Cutover.Designated, Instances: routerIDs(dc), Role: dc.AppUser, Publication: dc.Cutover.Publication}
 	p.Options.LagThreshold, p.Options.Grace = dc.Cutover.LagThreshold, dc.Cutover.Grace.Milliseconds()
 	p.Options.PollEvery, p.Options.FinalizeAfter = dc.Cutover.PollEvery.Milliseconds(), dc.Cutover.FinalizeAfter.Milliseconds()
+	p.Options.RetryAfter, p.Options.Attempts = dc.Cutover.RetryAfter.Milliseconds(), dc.Cutover.Attempts
 	if v, _ := cmd.Flags().GetString("designated"); v != "" {
 		p.Designated = v
 	}

@@ -116,8 +116,10 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 		o, err := inst.Observe(cctx)
 		cancel()
 		switch {
+		case err != nil && id == plan.Designated:
+			r.add("instance "+id, "fail", "the designated instance does not answer: %v", err)
 		case err != nil:
-			r.add("instance "+id, "fail", "does not answer: %v", err)
+			r.add("instance "+id, "warn", "does not answer (%v): the cutover goes on without it and the fence keeps it off the source shards until it reloads", err)
 		case o.GenerationKnown && o.Generation != rec.Generation:
 			r.add("instance "+id, "fail", "routes by generation %d, not %d: wait for ConfigPush (the destination must be rendered everywhere)", o.Generation, rec.Generation)
 		case o.GenerationKnown:

@@ -57,9 +57,20 @@ func timelineFromAudit(entries []driver.AuditEntry) *timeline {
 			}
 		}
 	}
+	var others []string
 	for _, e := range entries {
-		if e.Target != "" && e.Target != ctl {
-			t.lane(e.Target)
+		if e.Target != "" && e.Target != ctl && e.Target != "alerts" && !slices.Contains(t.Lanes, e.Target) && !slices.Contains(others, e.Target) {
+			others = append(others, e.Target)
+		}
+	}
+	slices.Sort(others)
+	for _, o := range others {
+		t.lane(o)
+	}
+	for _, e := range entries {
+		if e.Target == "alerts" {
+			t.lane("alerts")
+			break
 		}
 	}
 	for _, e := range entries {

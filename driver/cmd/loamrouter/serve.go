@@ -53,7 +53,7 @@ Keys of loam.toml (all optional but [[databases]]):
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
     [databases.indoubt]   enabled, period, threshold, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
-                          finalize_after
+                          finalize_after, retry_after, attempts
   [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation`,
 		Example: `  loamrouter serve --config loam.toml
   loamrouter serve --config loam.toml --log-format json   # for a log collector
