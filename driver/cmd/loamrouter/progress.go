@@ -106,6 +106,7 @@ func progressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 	}
 	var samples []lagSample
 	var first int64
+	begun := false
 	for _, e := range entries {
 		if e.Event == driver.AuditAction && strings.HasPrefix(e.What, "cutover ended: ") {
 			p.Outcome = strings.Fields(strings.TrimPrefix(e.What, "cutover ended: "))[0]
@@ -130,15 +131,15 @@ func progressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 		if i >= len(p.Steps) {
 			continue
 		}
-		if first == 0 {
-			first = e.At
+		if !begun {
+			first, begun = e.At, true
 		}
 		st := &p.Steps[i]
-		if st.StartMS == 0 {
+		if st.State == "pending" {
 			st.StartMS = e.At
 			// Reaching a step ends every earlier one.
 			for j := range i {
-				if p.Steps[j].StartMS != 0 && p.Steps[j].EndMS == 0 {
+				if p.Steps[j].State != "pending" && p.Steps[j].EndMS == 0 {
 					p.Steps[j].EndMS = e.At
 					p.Steps[j].State = "done"
 				}
@@ -160,13 +161,13 @@ func progressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 	// Every step is running or done until the outcome says otherwise.
 	cur := -1
 	for i := range p.Steps {
-		if p.Steps[i].StartMS != 0 {
+		if p.Steps[i].State != "pending" {
 			cur = i
 		}
 	}
 	for i := range p.Steps {
 		switch {
-		case p.Steps[i].StartMS == 0:
+		case p.Steps[i].State == "pending":
 		case i < cur || p.Outcome != "":
 			p.Steps[i].State = "done"
 		default:
@@ -291,7 +292,7 @@ func (p cutoverProgress) print(w io.Writer) {
 			mark = "✗ "
 		}
 		line := fmt.Sprintf(" %s%d %-9s", mark, i+1, s.Name)
-		if s.StartMS != 0 {
+		if s.State != "pending" {
 			end := s.EndMS
 			if end == 0 {
 				end = s.StartMS + p.StepMS

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -231,4 +232,106 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// timelineFromSim draws a simulated run from its history lines (detsim's canonical JSON
+// lines): each delivered request and each reply is an arrow between the nodes' lanes;
+// faults that fired, crashes, restarts, resets, partitions, refused calls and timeouts are
+// marked; the machines' spec events are notes on a lane per spec.
+func timelineFromSim(lines []string) (*timeline, error) {
+	t := &timeline{Unit: "ms (simulated)"}
+	type line struct {
+		Spec, Action, From, To, What string
+		ID                           int64
+		T                            int64
+	}
+	for i, raw := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			return nil, fmt.Errorf("history line %d is not JSON: %w", i+1, err)
+		}
+		l := line{Spec: str(m["spec"]), Action: str(m["action"]), From: str(m["from"]), To: str(m["to"]), What: str(m["what"])}
+		l.ID, _ = num(m["id"])
+		l.T, _ = num(m["t"])
+		tip := raw
+		if l.Spec != "sim" {
+			lane := "spec:" + l.Spec
+			t.lane(lane)
+			t.Events = append(t.Events, tlEvent{At: l.T, From: lane, To: lane, Label: l.Action + fields(m), Detail: tip, Kind: "note"})
+			continue
+		}
+		for _, n := range []string{l.From, l.To} {
+			if n != "" {
+				t.lane(n)
+			}
+		}
+		switch l.Action {
+		case "deliver":
+			t.Events = append(t.Events, tlEvent{At: l.T, From: l.From, To: l.To, Label: l.What, Detail: tip, Kind: "cmd"})
+		case "reply":
+			t.Events = append(t.Events, tlEvent{At: l.T, From: l.From, To: l.To, Label: l.What, Detail: tip, Kind: "reply"})
+		case "refused", "timeout":
+			t.Events = append(t.Events, tlEvent{At: l.T, From: l.From, To: l.From, Label: l.Action + " " + l.What + " → " + l.To, Detail: tip, Kind: "fault"})
+		case "fault":
+			t.lane("faults")
+			t.Events = append(t.Events, tlEvent{At: l.T, From: "faults", To: "faults", Label: "fault " + l.What, Detail: tip, Kind: "fault"})
+		case "crash", "restart", "reset", "cut", "mend", "slow":
+			on := l.To
+			if on == "" {
+				on = l.From
+			}
+			if on == "" {
+				t.lane("faults")
+				on = "faults"
+			}
+			label := l.Action
+			if l.From != "" && l.To != "" {
+				label += " " + l.From + "→" + l.To
+			}
+			t.Events = append(t.Events, tlEvent{At: l.T, From: on, To: on, Label: label, Detail: tip, Kind: "fault"})
+		default:
+			on := l.To
+			if on == "" {
+				on = l.From
+			}
+			if on == "" {
+				on = "sim"
+				t.lane(on)
+			}
+			label := l.Action
+			if l.What != "" {
+				label += " " + l.What
+			}
+			t.Events = append(t.Events, tlEvent{At: l.T, From: on, To: on, Label: label, Detail: tip, Kind: "note"})
+		}
+	}
+	return t, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func num(v any) (int64, bool) {
+	f, ok := v.(float64)
+	return int64(f), ok
+}
+
+// fields formats a spec event's other fields for its label.
+func fields(m map[string]any) string {
+	var keys []string
+	for k := range m {
+		switch k {
+		case "spec", "action", "t":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%v", k, m[k])
+	}
+	return b.String()
 }
