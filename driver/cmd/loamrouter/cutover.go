@@ -148,6 +148,9 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 		Detail: cutoverDetail,
 		OnResult: func(c cutover.Command, in cutover.Input, e driver.AuditEntry) {
 			d.m.step("cutover", e)
+			if r, ok := c.(cutover.Reload); ok && e.OK() {
+				d.m.routerGeneration.WithLabelValues(ref.String(), r.Instance).Set(float64(r.Generation))
+			}
 			step := progressStep(parseStage(e.Step))
 			if step == "" {
 				return
