@@ -14,6 +14,7 @@ import (
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/configpush"
 	"loam.dev/router/machine/cutover"
 )
 
@@ -116,6 +117,11 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 			log.Error("cannot read the record to start the cutover", "err", err)
 			return
 		}
+		// A push of this generation still retrying could reload the designated instance
+		// after its CUTOVER and undo the swap: start only once that push has ended.
+		if !d.pushEnded(ctx, ref, rec.Generation, log) {
+			return
+		}
 		start = []cutover.Input{cutover.Start{Record: rec, Plan: req.Plan}}
 		_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
 			What: fmt.Sprintf("cutover of %s requested by %s: generation %d, designated %s", ref, req.By, rec.Generation, req.Plan.Designated), Result: "ok"})
@@ -216,6 +222,31 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 		d.m.cutoverAt(ref.String(), "")
 		d.fileCutover(ctx, ref, req, done, log)
 	default:
+	}
+}
+
+// pushEnded waits until ConfigPush has finished pushing generation gen (or a newer one), so
+// that no reload of it is still in flight or due for a retry. It returns false if ctx ends
+// or the daemon drains first.
+func (d *daemon) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint64, log *slog.Logger) bool {
+	key := driver.SnapshotKey("configpush", ref.String())
+	since := time.Now()
+	for {
+		s, _, err := getJSON[configpush.Snapshot](ctx, d.store, key)
+		if err == nil && s.Push != nil && (s.Push.Generation > gen || s.Push.Generation == gen && s.Push.Done) {
+			return true
+		}
+		if time.Since(since) > 10*time.Second {
+			log.Warn("the cutover waits for ConfigPush to finish pushing the record's generation", "gen", gen)
+			since = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-d.drain:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

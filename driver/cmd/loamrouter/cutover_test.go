@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/cutover"
 )
 
 // reshardingRecord is app at generation 2, resharding from 2 shards to 4.
@@ -243,4 +245,68 @@ func countResumed(w *world) int {
 		}
 	}
 	return n
+}
+
+// TestCutoverWaitsForThePush: a cutover requested while ConfigPush is still retrying the
+// record's generation on an instance starts only once that push has ended, so no retried
+// reload can reach the designated instance after its CUTOVER (the simulator found that one).
+func TestCutoverWaitsForThePush(t *testing.T) {
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	dir := t.TempDir()
+	conf := cutoverConfig(t, dir, freePort(t))
+	w := newWorld()
+	w.failApply["pgdog-1"] = 2 // the designated instance's first two reloads fail: the push retries
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
+	require.NoError(t, err)
+	// The request is there before the controller even starts.
+	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, cutoverRequest{
+		Plan: cutoverPlanForTest(), By: "test", At: time.Now().UnixMilli(), From: 2}))
+	require.NoError(t, st.Close())
+
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
+		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
+		root.SetErr(&bytes.Buffer{})
+		served <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() { stop(); <-served })
+	var entries []driver.AuditEntry
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "audit", "--output", "json")
+		if err != nil || json.Unmarshal([]byte(out), &entries) != nil {
+			return false
+		}
+		for _, e := range entries {
+			if e.Machine == "cutover" && e.Event == driver.AuditExec && strings.Contains(e.Step, "/copy/") {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 50*time.Millisecond)
+	slices.SortStableFunc(entries, func(a, b driver.AuditEntry) int { return int(a.At - b.At) })
+	pushed := -1
+	for i, e := range entries {
+		if e.Machine == "configpush" && e.Event == driver.AuditReport && strings.HasPrefix(e.What, "Outcome gen=2 ") && pushed < 0 {
+			pushed = i
+		}
+		if e.Machine == "cutover" && e.Event == driver.AuditExec {
+			require.GreaterOrEqual(t, pushed, 0, "the cutover sent %q before ConfigPush's push of generation 2 ended", e.What)
+		}
+	}
+	w.mu.Lock()
+	require.Zero(t, w.failApply["pgdog-1"], "both failing reloads happened (the push did retry)")
+	w.mu.Unlock()
+}
+
+func cutoverPlanForTest() cutover.Plan {
+	return cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{LagThreshold: 1000, PollEvery: 50, Grace: 100}}
 }

@@ -24,10 +24,12 @@ type world struct {
 	lag     []int64 // lags SlotLag returns in turn (the last one repeats)
 	cutover int     // CUTOVER calls
 	next    int64
+	// failApply makes that many Apply calls of an instance fail.
+	failApply map[string]int
 }
 
 func newWorld() *world {
-	return &world{paused: map[string]bool{}, gen: map[string]uint64{}, fenced: map[string]bool{}, tasks: map[int64]adapters.Task{},
+	return &world{paused: map[string]bool{}, gen: map[string]uint64{}, fenced: map[string]bool{}, tasks: map[int64]adapters.Task{}, failApply: map[string]int{},
 		lag: []int64{9_000_000, 6_000_000, 3_000_000, 500}, next: 7}
 }
 
@@ -40,6 +42,10 @@ func (r fakeRouter) ID() string { return r.id }
 func (r fakeRouter) Apply(ctx context.Context, gen uint64, files render.Files) (adapters.Applied, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	if r.w.failApply[r.id] > 0 {
+		r.w.failApply[r.id]--
+		return adapters.Applied{}, &adapters.RouterError{Instance: r.id, Op: "Apply", Code: "58000", Err: errors.New("reload failed")}
+	}
 	r.w.gen[r.id] = gen
 	return adapters.Applied{Generation: gen}, nil
 }
