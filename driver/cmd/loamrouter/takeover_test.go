@@ -195,7 +195,7 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 		took := time.Since(killed)
 		require.NotEqual(t, leader, next)
 		require.Greater(t, st2.Epoch, st.Epoch, "a new tenure has a greater epoch")
-		require.Less(t, took, ttl+ttl/2, "round %d: takeover took %v with a %v lease", round, took, ttl)
+		require.Less(t, took, 2*ttl, "round %d: takeover took %v with a %v lease", round, took, ttl)
 		if round < 5 {
 			takeovers = append(takeovers, took)
 		}
@@ -222,6 +222,9 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 
 	slices.Sort(takeovers)
 	t.Logf("takeover after SIGKILL with lease_ttl %v: median %v (all: %v)", ttl, takeovers[len(takeovers)/2], takeovers)
+	// Within one TTL of the last renewal (at most TTL/3 before the kill) plus the standby's
+	// poll (TTL/8): the median must be under TTL + TTL/4 even on a loaded machine.
+	require.Less(t, takeovers[len(takeovers)/2], ttl+ttl/4)
 
 	// The audit log: each push step once, under a tenure this test saw lead.
 	execs := pushExecs(t, url)
