@@ -1,0 +1,7 @@
+package detsim
+
+// Hooks for the external tests.
+var (
+	AppendLabel = appendLabel
+	Ddmin       = ddmin[int]
+)
