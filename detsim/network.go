@@ -317,6 +317,12 @@ func (n *Network) healAll() {
 	n.s.Note(Label{Kind: "heal"})
 }
 
+// Reachable reports whether a and b are both up and neither direction between them is
+// cut: what a long-lived stream between them (logical replication) needs to make progress.
+func (n *Network) Reachable(a, b NodeID) bool {
+	return n.nodes[a].up && n.nodes[b].up && !n.links[a][b].down && !n.links[b][a].down
+}
+
 // InFlight is how many calls are waiting for an answer.
 func (n *Network) InFlight() int { return len(n.inflight) }
 
