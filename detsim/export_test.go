@@ -5,3 +5,10 @@ var (
 	AppendLabel = appendLabel
 	Ddmin       = ddmin[int]
 )
+
+// RearmForTest moves a controller's timers after its Offset was changed by hand.
+func RearmForTest(c *Controller) {
+	for _, h := range c.hosts {
+		h.rearm()
+	}
+}

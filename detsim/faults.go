@@ -149,6 +149,12 @@ func (s *Sim) Fault(point string) bool {
 	return true
 }
 
+// FaultEnabled reports whether a point can fire in this run.
+func (s *Sim) FaultEnabled(point string) bool {
+	i, ok := catalogueIndex[point]
+	return ok && s.faults[i].enabled
+}
+
 // Enabled lists the run's enabled fault points with their probabilities, by name.
 func (s *Sim) Enabled() []FaultSetting {
 	var out []FaultSetting

@@ -34,6 +34,23 @@ type Scenario struct {
 	// World builds the world on s, runs it to its end and returns the first violation, or
 	// nil.
 	World func(s *Sim, mutant string) *Violation
+	// Tiny, when set, builds the scenario's tiny configuration for exhaustive mode on s
+	// (whose Config.Explore is set), registers its state with SetStateHasher, runs it and
+	// checks it like World.
+	Tiny func(s *Sim, mutant string) *Violation
+	// TinyPoints are the fault points exhaustive mode enables (every evaluation of each is a
+	// branch while the fault budget lasts, so they are few).
+	TinyPoints []string
+}
+
+// Explore enumerates every schedule of the scenario's tiny configuration with at most
+// faults fault firings, up to maxRuns runs.
+func (sc Scenario) Explore(mutant string, faults, maxRuns int) ExploreResult {
+	return Explore(faults, maxRuns, func(t *Tape) *Violation {
+		s := New(Config{Scenario: sc.Name, Points: sc.TinyPoints, Explore: t})
+		s.SetMutant(mutant)
+		return sc.Tiny(s, mutant)
+	})
 }
 
 // RunOptions qualify one run of a scenario.
@@ -59,8 +76,11 @@ type Result struct {
 	Firings   []Firing
 	Options   Options
 	Probes    map[string]int
-	Workload  []string
-	History   []string
+	// Ops is how many workload operations the seed generated.
+	Ops int
+	// Workload describes each operation; filled only when the run kept its history.
+	Workload []string
+	History  []string
 }
 
 // Run runs the scenario once with seed.
@@ -76,13 +96,25 @@ func (sc Scenario) Run(seed uint64, o RunOptions) Result {
 		Scenario: sc.Name, Seed: seed, Mutant: o.Mutant, Schedule: o.Schedule,
 		Hash: s.Hash(), Steps: s.Steps(), End: s.Now(), Violation: v,
 		Firings: s.Firings(), Options: s.Options(), Probes: s.Probes(),
-		Workload: s.workload, History: s.history,
+		Ops: s.ops, Workload: s.describeOps(), History: s.history,
 	}
 }
 
-// SetWorkload records the workload the seed generated, one description per operation, so
-// the report can list it and shrinking can remove operations by index (see KeepOp).
-func (s *Sim) SetWorkload(ops []string) { s.workload = ops }
+// SetWorkload records how many workload operations the seed generated, so shrinking can
+// remove them by index (see KeepOp), and how to describe operation i for a report. The
+// descriptions are made only for runs that keep their history.
+func (s *Sim) SetWorkload(n int, describe func(i int) string) { s.ops, s.describe = n, describe }
+
+func (s *Sim) describeOps() []string {
+	if !s.cfg.History || s.describe == nil {
+		return nil
+	}
+	out := make([]string, s.ops)
+	for i := range out {
+		out[i] = s.describe(i)
+	}
+	return out
+}
 
 // OpLabel describes operation i for the history.
 func OpLabel(i int) string { return "op" + strconv.Itoa(i) }

@@ -31,7 +31,7 @@ func (sc Scenario) Shrink(failed Result, maxRuns int) Shrunk {
 		r := sc.Run(failed.Seed, RunOptions{Mutant: failed.Mutant, Schedule: sched})
 		return r.Violation != nil && r.Violation.Invariant == want
 	}
-	ops := make([]int, len(failed.Workload))
+	ops := make([]int, failed.Ops)
 	for i := range ops {
 		ops[i] = i
 	}
@@ -68,7 +68,7 @@ func ops0(r Result) []int {
 	if r.Schedule != nil && r.Schedule.Ops != nil {
 		return r.Schedule.Ops
 	}
-	out := make([]int, len(r.Workload))
+	out := make([]int, r.Ops)
 	for i := range out {
 		out[i] = i
 	}

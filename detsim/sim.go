@@ -1,6 +1,7 @@
 package detsim
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"hash"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"loam.dev/router/machine"
@@ -66,7 +68,10 @@ type Sim struct {
 	history []string
 	onSpec  []func(machine.SpecEvent)
 
-	workload []string
+	ops      int
+	describe func(int) string
+
+	stateHasher func(hash.Hash)
 
 	nemesis   map[string]func()
 	healHooks []func()
@@ -239,14 +244,16 @@ func (s *Sim) Pending() int { return len(s.q) }
 // Run executes events in order until none is left, the next is after until, maxSteps
 // events ran, or Stop was called. It returns the number of events it ran. In sample mode
 // the next event is the earliest (ties broken by a random draw made when it was
-// scheduled); exploring, the tape chooses any pending event, and the clock moves to its due
-// time if that is later (a message can always be slower than its nominal delay).
+// scheduled); exploring, the tape chooses among the events due within a few milliseconds of
+// the earliest (see ready), and the clock moves to the chosen one's due time if that is
+// later.
 func (s *Sim) Run(until int64, maxSteps int) int {
 	n := 0
 	for len(s.q) > 0 && s.stop == "" && n < maxSteps {
 		var e *event
 		if s.tape != nil {
-			i := s.tape.choose(len(s.q))
+			c := s.ready()
+			i := c[s.tape.choose(len(c))]
 			if s.q[i].at > until {
 				break
 			}
@@ -268,10 +275,40 @@ func (s *Sim) Run(until int64, maxSteps int) int {
 			s.Stop("pruned: state already explored")
 		}
 	}
-	if s.now < until && until != math.MaxInt64 && len(s.q) == 0 && s.stop == "" {
+	if n < maxSteps && s.stop == "" && s.now < until && until != math.MaxInt64 {
 		s.now = until // time passes even when nothing happens
 	}
 	return n
+}
+
+// exploreWindow is how far behind the earliest pending event another event may still be
+// chosen to run first when exploring: messages in flight together may arrive in any order,
+// but a timer a second away does not interleave with every delivery before it (bounded
+// asynchrony; it keeps the schedule tree finite and small).
+const exploreWindow = 5
+
+// ready returns the queue positions of the events the explorer may run next, in a
+// canonical order (due time, then label), so the same state offers the same choices.
+func (s *Sim) ready() []int {
+	lo := s.q[0].at
+	var c []int
+	for i, e := range s.q {
+		if e.at <= lo+exploreWindow {
+			c = append(c, i)
+		}
+	}
+	slices.SortFunc(c, func(a, b int) int {
+		x, y := s.q[a], s.q[b]
+		if x.at != y.at {
+			return cmp.Compare(x.at, y.at)
+		}
+		return cmp.Compare(labelKey(x), labelKey(y))
+	})
+	return c
+}
+
+func labelKey(e *event) string {
+	return e.Kind + "|" + e.From + "|" + e.To + "|" + e.What + "|" + strconv.FormatInt(e.ID, 10) + "|" + e.key
 }
 
 // Probe counts one occurrence of a named rare path. Scenarios declare the probes they

@@ -110,15 +110,13 @@ func TestCorrectToyPasses(t *testing.T) {
 }
 
 func TestExploreFindsMutantAndExhaustsCorrect(t *testing.T) {
-	run, state := toyExplore("")
-	res := detsim.Explore(1, 50_000, run, state)
+	res := detsim.Explore(1, 50_000, toyExplore(""))
 	require.Nil(t, res.Violation)
 	require.True(t, res.Complete, "the tiny toy must be exhausted (%d runs)", res.Runs)
 	require.Greater(t, res.States, 10)
 	require.Greater(t, res.Pruned, 0, "state hashing must cut something")
 
-	run, state = toyExplore("ack-early")
-	res = detsim.Explore(1, 50_000, run, state)
+	res = detsim.Explore(1, 50_000, toyExplore("ack-early"))
 	require.NotNil(t, res.Violation)
 	require.Equal(t, "no-lost-ack", res.Violation.Invariant)
 }

@@ -70,9 +70,11 @@ func (t *Tape) next() ([]int, bool) {
 	return nil, false
 }
 
-// StateHasher adds a scenario's state (models, machine snapshots, checker state that
-// decides the future) to the state hash.
-type StateHasher func(h hash.Hash)
+// SetStateHasher registers what the explorer adds to the simulator's own state when it
+// hashes a state: the world's models, machine snapshots, and whatever of the history
+// decides the checkers' verdict. Two schedules that reach the same hash must have the same
+// futures; anything left out makes the explorer prune too much.
+func (s *Sim) SetStateHasher(f func(h hash.Hash)) { s.stateHasher = f }
 
 // ExploreResult is what an exhaustive exploration found.
 type ExploreResult struct {
@@ -87,9 +89,9 @@ type ExploreResult struct {
 }
 
 // Explore enumerates every schedule of a tiny configuration. run builds the world on a Sim
-// created with cfg (Explore set to the tape it is handed) and runs it, returning the first
-// violation; hashState adds the scenario's state to the state hash. maxRuns bounds the work.
-func Explore(faultBudget, maxRuns int, run func(tape *Tape) *Violation, hashState func(s *Sim, h hash.Hash)) ExploreResult {
+// created with Config.Explore set to the tape it is handed, registers the world's state
+// with SetStateHasher, and runs it, returning the first violation. maxRuns bounds the work.
+func Explore(faultBudget, maxRuns int, run func(tape *Tape) *Violation) ExploreResult {
 	start := time.Now()
 	seen := map[[32]byte]bool{}
 	var res ExploreResult
@@ -103,7 +105,9 @@ func Explore(faultBudget, maxRuns int, run func(tape *Tape) *Violation, hashStat
 			}
 			h.Reset()
 			s.hashState(h, t)
-			hashState(s, h)
+			if s.stateHasher != nil {
+				s.stateHasher(h)
+			}
 			var k [32]byte
 			h.Sum(k[:0])
 			if seen[k] {
@@ -138,7 +142,9 @@ func Explore(faultBudget, maxRuns int, run func(tape *Tape) *Violation, hashStat
 const prunedInvariant = "pruned"
 
 // Pruned returns the pseudo-violation a scenario returns when its Sim was stopped by the
-// explorer, so the explorer can tell a cut run from a finished one.
+// explorer, so the explorer can tell a cut run from a finished one. A scenario checks its
+// safety invariants before returning it: the path that led to the seen state has not been
+// checked yet.
 func Pruned(s *Sim) *Violation {
 	if s.tape != nil && s.stop == "pruned: state already explored" {
 		return &Violation{Invariant: prunedInvariant}
