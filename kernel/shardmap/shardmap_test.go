@@ -159,6 +159,17 @@ func TestValidateNext(t *testing.T) {
 	next.Generation = 2
 	require.NoError(t, next.ValidateNext(prev))
 
+	// The reshard target is rendered into the routers' files: adding or dropping it is a
+	// routing change too.
+	withTarget := prev.Clone()
+	l := pgHash(4).Layout
+	withTarget.Target, withTarget.State = &l, sm.State{Phase: sm.Resharding, To: 2}
+	require.ErrorContains(t, withTarget.ValidateNext(prev), "routing changes (target added)")
+	require.ErrorContains(t, prev.ValidateNext(withTarget), "routing changes (target removed)")
+	fenced := withTarget.Clone()
+	fenced.Target.Shards[0].Fence = sm.FenceWrites
+	require.NoError(t, fenced.ValidateNext(withTarget), "fencing a target shard is not a routing change")
+
 	back := prev.Clone()
 	prev.Generation = 5
 	require.ErrorContains(t, back.ValidateNext(prev), "goes backwards from 5 to 1")

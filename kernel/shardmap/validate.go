@@ -108,9 +108,29 @@ func (r *Record) ValidateNext(prev *Record) error {
 	case r.Generation == prev.Generation:
 		if field := routingDiff(prev.Layout, r.Layout); field != "" {
 			p.add("generation", "stays %d although routing changes (%s); bump the generation so routers can tell the layouts apart", r.Generation, field)
+		} else if field := targetDiff(prev.Target, r.Target); field != "" {
+			p.add("generation", "stays %d although routing changes (%s); bump the generation so routers can tell the layouts apart", r.Generation, field)
 		}
 	}
 	return p.err()
+}
+
+// targetDiff names the first difference between two reshard targets that changes the
+// routers' files: the target is rendered as the reshard destination database, so adding,
+// removing or changing it is a new generation just like a change of the layout.
+func targetDiff(a, b *Layout) string {
+	switch {
+	case a == nil && b == nil:
+		return ""
+	case a == nil:
+		return "target added"
+	case b == nil:
+		return "target removed"
+	}
+	if f := routingDiff(*a, *b); f != "" {
+		return "target." + f
+	}
+	return ""
 }
 
 // routingDiff names the first difference that changes where a key is routed, or "".
@@ -188,41 +208,44 @@ func checkLayout(p *problems, prefix string, kind RouterKind, engine Engine, l L
 	if len(l.Shards) == 0 {
 		p.add(prefix+"shards", "is empty; a layout has at least one shard")
 	}
+	firstIndex := make(map[string]int, len(l.Shards))
 	for i, s := range l.Shards {
-		f := fmt.Sprintf("%sshards[%d]", prefix, i)
-		switch {
+		// Field paths are formatted only for a problem: a 256-shard record validates
+		// without allocating per shard.
+		f := func() string { return fmt.Sprintf("%sshards[%d]", prefix, i) }
+		switch j, dup := firstIndex[s.Name]; {
 		case !isToken(s.Name) || len(s.Name) > 63:
-			p.add(f+".name", "%q must be 1 to 63 printable characters without spaces or quotes", s.Name)
+			p.add(f()+".name", "%q must be 1 to 63 printable characters without spaces or quotes", s.Name)
+		case dup:
+			p.add(f()+".name", "%q is used twice (also %sshards[%d]); names must be unique", s.Name, prefix, j)
 		default:
-			if j := slices.IndexFunc(l.Shards[:i], func(o Shard) bool { return o.Name == s.Name }); j >= 0 {
-				p.add(f+".name", "%q is used twice (also %sshards[%d]); names must be unique", s.Name, prefix, j)
-			}
+			firstIndex[s.Name] = i
 		}
 		if !valid(fenceNames, s.Fence) {
-			p.add(f+".fence", "is %v; want open or writes", s.Fence)
+			p.add(f()+".fence", "is %v; want open or writes", s.Fence)
 		}
 		b := s.Backend
 		if !isToken(b.Host) {
-			p.add(f+".backend.host", "%q must be a host name or address", b.Host)
+			p.add(f()+".backend.host", "%q must be a host name or address", b.Host)
 		}
 		if b.Port == 0 {
-			p.add(f+".backend.port", "is 0; give the server's port")
+			p.add(f()+".backend.port", "is 0; give the server's port")
 		}
 		if engine == Postgres && !isToken(b.Database) {
-			p.add(f+".backend.database", "%q must name the database on the server", b.Database)
+			p.add(f()+".backend.database", "%q must name the database on the server", b.Database)
 		}
 		if b.Database != "" && !isToken(b.Database) {
-			p.add(f+".backend.database", "%q must be printable without spaces or quotes", b.Database)
+			p.add(f()+".backend.database", "%q must be printable without spaces or quotes", b.Database)
 		}
 		if b.Tablet != "" && !isToken(b.Tablet) {
-			p.add(f+".backend.tablet", "%q must be a tablet alias such as zone1-0000000100", b.Tablet)
+			p.add(f()+".backend.tablet", "%q must be a tablet alias such as zone1-0000000100", b.Tablet)
 		}
 		if kind == PgDog && b.Tablet != "" {
-			p.add(f+".backend.tablet", "is set for a PgDog database; tablets exist only behind Vitess")
+			p.add(f()+".backend.tablet", "is set for a PgDog database; tablets exist only behind Vitess")
 		}
 		primary := Endpoint{b.Host, b.Port}
 		for j, e := range b.Replicas {
-			rf := fmt.Sprintf("%s.backend.replicas[%d]", f, j)
+			rf := fmt.Sprintf("%s.backend.replicas[%d]", f(), j)
 			if !isToken(e.Host) || e.Port == 0 {
 				p.add(rf, "%q must be host:port with a non-zero port", e.String())
 			}

@@ -1,0 +1,280 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is one running PostgreSQL server.
+type Server struct {
+	// Port is the TCP port on 127.0.0.1.
+	Port int
+	// DataDir is the data directory; it and its parent are removed when the server stops.
+	DataDir string
+	// Standby tells whether the server was started by StartStandby (and not yet promoted
+	// through Promote).
+	Standby bool
+
+	primary *Server
+	bin     string
+	owner   owner
+	root    string // the private directory holding DataDir, the socket and the log
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the postmaster has exited
+	stop    sync.Once
+}
+
+// startTimeout bounds how long a server may take to accept connections.
+const startTimeout = 60 * time.Second
+
+// Start starts a new primary server and registers its fast shutdown and removal with
+// t.Cleanup. Without PostgreSQL binaries it skips the test (fails it under
+// LOAM_REQUIRE_REAL=1); any other failure fails the test, quoting the server's log.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	bin := requireBinDir(t)
+	o, err := currentOwner()
+	if err != nil {
+		missing(t, err)
+	}
+	tmpl, err := templateDir(bin, o)
+	if err != nil {
+		t.Fatalf("pgtest: making the template data directory with initdb: %v", err)
+	}
+	s := newServer(t, bin, o)
+	if err := copyDataDir(o, tmpl, s.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	s.configureAndStart(t, opts)
+	return s
+}
+
+// newServer makes the server's private directory and registers its cleanup.
+func newServer(t testing.TB, bin string, o owner) *Server {
+	t.Helper()
+	root, err := o.mkdir("loam-pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{DataDir: filepath.Join(root, "data"), bin: bin, owner: o, root: root}
+	t.Cleanup(func() {
+		if err := s.shutdown(); err != nil {
+			t.Errorf("%v", err)
+		}
+		os.RemoveAll(root)
+	})
+	return s
+}
+
+// configureAndStart writes the settings and starts the postmaster on a free port, trying
+// again on another port if one was taken in the meantime by someone else.
+func (s *Server) configureAndStart(t testing.TB, opts []Option) {
+	t.Helper()
+	var c config
+	for _, opt := range opts {
+		opt(&c)
+	}
+	if err := appendSettings(filepath.Join(s.DataDir, "postgresql.conf"), append(testSettings[:len(testSettings):len(testSettings)], c.settings...)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for range 5 {
+		if err = s.startPostmaster(); err == nil || !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendSettings appends name = 'value' lines to a postgresql.conf.
+func appendSettings(path string, settings [][2]string) error {
+	var b strings.Builder
+	b.WriteString("\n# pgtest\n")
+	for _, kv := range settings {
+		fmt.Fprintf(&b, "%s = '%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", "''"))
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: writing settings: %w", err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fmt.Errorf("pgtest: writing settings to %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+var errPortTaken = errors.New("port taken")
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) logPath() string { return filepath.Join(s.root, "postgres.log") }
+
+// startPostmaster runs postgres in the background and waits until it accepts connections.
+func (s *Server) startPostmaster() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgtest: creating the server log: %w", err)
+	}
+	defer log.Close() // the child keeps its own descriptor
+	cmd := s.owner.command(s.bin, "postgres", "-D", s.DataDir, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.root)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: starting postgres: %w", err)
+	}
+	s.Port, s.cmd, s.exited = port, cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(); err != nil {
+		s.kill()
+		logText := s.logTail()
+		if strings.Contains(logText, "Address already in use") {
+			return fmt.Errorf("pgtest: port %d: %w", port, errPortTaken)
+		}
+		return fmt.Errorf("%w\n--- server log (%s) ---\n%s", err, s.logPath(), logText)
+	}
+	return nil
+}
+
+// waitReady polls until the server accepts a connection, the postmaster exits, or the
+// timeout passes.
+func (s *Server) waitReady() error {
+	deadline := time.Now().Add(startTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("pgtest: postgres on port %d exited while starting (%v)", s.Port, s.cmd.ProcessState)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			cancel()
+			return nil
+		}
+		cancel()
+		last = err
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("pgtest: postgres on port %d not accepting connections after %v: %w", s.Port, startTimeout, last)
+}
+
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.logPath())
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 4000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// Stop shuts the server down now (fast shutdown: open sessions are ended, no data is lost);
+// the cleanup registered by Start then only removes its files. Stopping twice is harmless.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if err := s.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) shutdown() error {
+	var err error
+	s.stop.Do(func() {
+		if s.cmd == nil || s.cmd.Process == nil {
+			return
+		}
+		select {
+		case <-s.exited:
+			return
+		default:
+		}
+		s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.kill()
+			err = fmt.Errorf("pgtest: postgres on port %d did not stop within 30s of SIGINT; killed it\n%s", s.Port, s.logTail())
+		}
+	})
+	return err
+}
+
+// kill ends the postmaster and its children at once.
+func (s *Server) kill() {
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // the process group: postmaster and backends
+	<-s.exited
+}
+
+// DSN is a superuser connection string for database on this server.
+func (s *Server) DSN(database string) string {
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: "127.0.0.1:" + strconv.Itoa(s.Port),
+		Path: "/" + database, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// Connect opens a superuser connection to database, closed when the test ends.
+func (s *Server) Connect(t testing.TB, database string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN(database))
+	if err != nil {
+		t.Fatalf("pgtest: connecting to database %q on port %d: %v", database, s.Port, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// Exec runs SQL statements (simple protocol, so several may be separated by semicolons) on
+// database as the superuser, failing the test on error.
+func (s *Server) Exec(t testing.TB, database, sql string) {
+	t.Helper()
+	conn := s.Connect(t, database)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("pgtest: on %q, port %d: %s: %v", database, s.Port, sql, err)
+	}
+	conn.Close(ctx)
+}
+
+// CreateDatabase creates a database (UTF8, C collation, like the template) on a primary.
+func (s *Server) CreateDatabase(t testing.TB, name string) {
+	t.Helper()
+	s.Exec(t, "postgres", "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+}

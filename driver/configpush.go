@@ -1,0 +1,122 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/configpush"
+)
+
+// ConfigTarget is where rendered router files go: a Kubernetes ConfigMap every instance
+// mounts, or a directory in development.
+type ConfigTarget interface {
+	// WriteFiles puts files, rendered for generation, in place all at once (instances
+	// never see half of them). It must not replace files of a newer generation: then it
+	// writes nothing and returns an error wrapping configpush.ErrNewerGeneration.
+	WriteFiles(ctx context.Context, generation uint64, files render.Files) error
+}
+
+// ErrUnknownInstance is returned for a command naming a router instance the executor
+// cannot find.
+var ErrUnknownInstance = errors.New("driver: unknown router instance")
+
+// ConfigPushExecutor executes configpush commands: WriteFiles on the Target, Reload as the
+// instance's Apply, Observe as its Observe.
+type ConfigPushExecutor struct {
+	Target ConfigTarget
+	// Instance finds a router instance by id (see Lookup).
+	Instance func(id string) (adapters.RouterInstance, bool)
+	// OnOutcome, when set, receives every push's Outcome (it is logged either way).
+	OnOutcome func(configpush.Outcome)
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Lookup finds values in a fixed map; use it for ConfigPushExecutor.Instance and
+// InDoubtExecutor.Shard when the set does not change during a run.
+func Lookup[T any](m map[string]T) func(string) (T, bool) {
+	return func(k string) (T, bool) { v, ok := m[k]; return v, ok }
+}
+
+// Execute performs one command; see configpush.Command for what each must do.
+func (e *ConfigPushExecutor) Execute(ctx context.Context, cmd configpush.Command) (configpush.Input, bool) {
+	log := e.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	switch c := cmd.(type) {
+	case configpush.WriteFiles:
+		err := e.Target.WriteFiles(ctx, c.Generation, c.Files)
+		warn(log, err, "writing the router files failed", "step", c.Step, "attempt", c.Attempt)
+		return configpush.FilesWritten{Step: c.Step, Attempt: c.Attempt, Err: err}, true
+	case configpush.Reload:
+		inst, err := e.instance(c.Instance)
+		if err == nil {
+			_, err = inst.Apply(ctx, c.Generation, c.Files)
+		}
+		warn(log, err, "reload failed", "step", c.Step, "attempt", c.Attempt, "instance", c.Instance)
+		return configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err}, true
+	case configpush.Observe:
+		inst, err := e.instance(c.Instance)
+		var o adapters.Observed
+		if err == nil {
+			o, err = inst.Observe(ctx)
+		}
+		warn(log, err, "observing the instance failed", "step", c.Step, "attempt", c.Attempt, "instance", c.Instance)
+		return configpush.Observed{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: o.Generation, Known: o.GenerationKnown, Err: err}, true
+	case configpush.Outcome:
+		level := slog.LevelInfo
+		if c.Refused != "" || c.FilesErr != "" || len(c.Stuck) > 0 {
+			level = slog.LevelError
+		}
+		log.Log(ctx, level, "config push ended", "outcome", c.String())
+		if e.OnOutcome != nil {
+			e.OnOutcome(c)
+		}
+		return nil, false
+	}
+	log.Error("configpush command this executor does not know; dropped", "cmd", fmt.Sprintf("%T", cmd))
+	return nil, false
+}
+
+func (e *ConfigPushExecutor) instance(id string) (adapters.RouterInstance, error) {
+	if inst, ok := lookup(e.Instance, id); ok {
+		return inst, nil
+	}
+	return nil, fmt.Errorf("%w %q (not among the instances this driver was given)", ErrUnknownInstance, id)
+}
+
+// lookup calls find, which may be nil (it finds nothing).
+func lookup[T any](find func(string) (T, bool), k string) (T, bool) {
+	if find == nil {
+		var zero T
+		return zero, false
+	}
+	return find(k)
+}
+
+func warn(log *slog.Logger, err error, msg string, args ...any) {
+	if err != nil {
+		log.Warn(msg, append(args, "err", err)...)
+	}
+}
+
+// ConfigPush is the Kind of the configpush machine, executed by exec (a
+// *ConfigPushExecutor, or a wrapper around one).
+func ConfigPush(exec Executor[configpush.Input, configpush.Command], opts configpush.Options) Kind[configpush.Input, configpush.Command, configpush.Snapshot] {
+	type M = Machine[configpush.Input, configpush.Command, configpush.Snapshot]
+	return Kind[configpush.Input, configpush.Command, configpush.Snapshot]{
+		Name:      "configpush",
+		New:       func() M { return configpush.New(opts) },
+		Restore:   func(s configpush.Snapshot) (M, error) { return configpush.Restore(s, opts) },
+		Restarted: configpush.Restarted{},
+		Timer:     func(t machine.TimerFired) configpush.Input { return configpush.TimerFired(t) },
+		Exec:      exec,
+		Ordered:   func(c configpush.Command) bool { _, ok := c.(configpush.Outcome); return ok },
+	}
+}

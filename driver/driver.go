@@ -1,0 +1,372 @@
+package driver
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/machine"
+)
+
+// Config is one run of one machine.
+type Config[In any] struct {
+	// ID names this machine among those of its kind (a database: "<ns>/<db>"); its
+	// snapshot is the blob "machine/<kind>/<ID>".
+	ID string
+	// Store keeps the snapshot, saved after every step, so a killed driver resumes. Nil
+	// keeps nothing (tests, one-shot runs).
+	Store adapters.BlobStore
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Trace receives the machine's SpecEvents. Nil: the file named by LOAM_SPEC_TRACE when
+	// it is set, else nowhere.
+	Trace machine.TraceSink
+	// Inputs brings inputs from outside (a ShardMapStore watch, an operator). With Inputs
+	// set Run ends only with ctx or when Inputs is closed and the machine is idle.
+	Inputs <-chan In
+	// CallTimeout bounds every Execute call (default one minute). Machines set their own
+	// deadlines and give up on a silent peer; this only ends the hung call itself, so a run
+	// does not wait for ever on an adapter that never returns.
+	CallTimeout time.Duration
+}
+
+// DefaultCallTimeout is Config.CallTimeout's default.
+const DefaultCallTimeout = time.Minute
+
+// SnapshotKey is the blob key of a machine's snapshot.
+func SnapshotKey(kind, id string) string { return "machine/" + kind + "/" + id }
+
+// ErrRestore is wrapped when a persisted snapshot cannot be decoded or restored: the run
+// stops rather than start the machine over and repeat what it had done.
+var ErrRestore = errors.New("driver: cannot restore the machine's snapshot")
+
+// Run drives one machine until it is idle — no command in flight, no timer pending, no
+// Inputs channel open — or ctx ends (then it returns ctx's error). If the store holds a
+// snapshot for the machine, Run restores it and feeds kind.Restarted first; then it feeds
+// start, in order.
+//
+// Each step: the inputs that are ready are fed to On in arrival order, with ctx.Now from
+// the real clock and Rand from a ChaCha8 generator seeded from crypto/rand; the snapshot is
+// saved; only then are the commands executed — timer commands as real timers, the others
+// through kind.Exec, concurrently unless kind.Ordered says otherwise. Every reply becomes
+// an input of a later step. Saving before executing means a killed driver loses no
+// command: the next one re-issues whatever had no reply yet, under the same step id.
+//
+// A save that fails stops the run with the error: executing commands whose issuing state
+// is not durable could repeat them after a restart. A save that conflicts means another
+// driver runs the same machine; that error wraps adapters.ErrConflict.
+func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg Config[In], start ...In) (err error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("machine", kind.Name, "id", cfg.ID)
+	sink := cfg.Trace
+	if sink == nil {
+		tf, err := TraceFromEnv(logger)
+		if err != nil {
+			return err
+		}
+		if tf != nil {
+			defer tf.Close()
+			sink = tf
+		} else {
+			sink = machine.Discard
+		}
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return fmt.Errorf("driver: seeding the random generator: %w", err)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	r := &run[In, Cmd, Snap]{
+		kind: kind, cfg: cfg, log: logger, key: SnapshotKey(kind.Name, cfg.ID),
+		mctx:    &machine.Ctx{Rand: rand.New(rand.NewChaCha8(seed)), Trace: sink},
+		results: make(chan result[In], 64),
+		fired:   make(chan firing, 16),
+		timers:  map[string]*timer{},
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		for _, t := range r.timers {
+			t.t.Stop()
+		}
+		r.wg.Wait()
+	}()
+	r.ordered = newFIFO[Cmd]()
+	r.wg.Add(1)
+	go r.orderedWorker(ctx)
+
+	queue, err := r.load(ctx)
+	if err != nil {
+		return err
+	}
+	queue = append(queue, start...)
+	inputs := cfg.Inputs
+	for {
+		if len(queue) > 0 {
+			if err := r.step(ctx, queue); err != nil {
+				return err
+			}
+			queue = queue[:0]
+		}
+		if r.inflight == 0 && len(r.timers) == 0 && inputs == nil {
+			logger.Debug("idle: nothing in flight, no timer pending")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			logger.Info("stopped", "cause", context.Cause(ctx), "inflight", r.inflight, "timers", len(r.timers))
+			return ctx.Err()
+		case res := <-r.results:
+			queue = r.collect(queue, res)
+		case f := <-r.fired:
+			queue = r.fire(queue, f)
+		case in, ok := <-inputs:
+			if !ok {
+				inputs = nil
+				continue
+			}
+			queue = append(queue, in)
+		}
+		// Take everything else that is ready too: one step, one save, for a burst of replies.
+		for more := true; more; {
+			select {
+			case res := <-r.results:
+				queue = r.collect(queue, res)
+			case f := <-r.fired:
+				queue = r.fire(queue, f)
+			default:
+				more = false
+			}
+		}
+	}
+}
+
+// run is the state of one Run.
+type run[In, Cmd, Snap any] struct {
+	kind     Kind[In, Cmd, Snap]
+	cfg      Config[In]
+	log      *slog.Logger
+	key      string
+	m        Machine[In, Cmd, Snap]
+	version  uint64 // of the snapshot blob
+	mctx     *machine.Ctx
+	results  chan result[In]
+	fired    chan firing
+	timers   map[string]*timer
+	seq      uint64
+	inflight int
+	ordered  *fifo[Cmd]
+	wg       sync.WaitGroup
+}
+
+type result[In any] struct {
+	in    In
+	reply bool
+}
+
+type timer struct {
+	t   *time.Timer
+	seq uint64
+}
+
+type firing struct {
+	id  string
+	seq uint64
+}
+
+// load restores the machine from the store, or makes a new one.
+func (r *run[In, Cmd, Snap]) load(ctx context.Context) ([]In, error) {
+	if r.cfg.Store == nil {
+		r.m = r.kind.New()
+		return nil, nil
+	}
+	b, err := r.cfg.Store.GetBlob(ctx, r.key)
+	if errors.Is(err, adapters.ErrNotFound) {
+		r.m = r.kind.New()
+		r.log.Info("starting a new machine")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("driver: reading the snapshot %s: %w", r.key, err)
+	}
+	var s Snap
+	if err := json.Unmarshal(b.Data, &s); err != nil {
+		return nil, fmt.Errorf("%w %s (version %d): %w", ErrRestore, r.key, b.Version, err)
+	}
+	if r.m, err = r.kind.Restore(s); err != nil {
+		return nil, fmt.Errorf("%w %s (version %d): %w", ErrRestore, r.key, b.Version, err)
+	}
+	r.version = b.Version
+	r.log.Info("restored from the last snapshot; re-issuing what was in flight", "version", b.Version)
+	return []In{r.kind.Restarted}, nil
+}
+
+// step feeds the inputs, saves the snapshot, then executes the commands.
+func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
+	var cmds []Cmd
+	for _, in := range inputs {
+		r.mctx.Now = time.Now().UnixMilli()
+		cmds = append(cmds, r.m.On(r.mctx, in)...)
+	}
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		r.dispatch(ctx, c)
+	}
+	return nil
+}
+
+func (r *run[In, Cmd, Snap]) save(ctx context.Context) error {
+	if r.cfg.Store == nil {
+		return nil
+	}
+	data, err := json.Marshal(r.m.Snapshot())
+	if err != nil {
+		return fmt.Errorf("driver: encoding the snapshot of %s: %w", r.key, err)
+	}
+	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
+	if err != nil {
+		if errors.Is(err, adapters.ErrConflict) {
+			return fmt.Errorf("driver: another driver saved %s (stop one of them): %w", r.key, err)
+		}
+		return fmt.Errorf("driver: saving the snapshot %s; stopping before executing its commands: %w", r.key, err)
+	}
+	r.version = v
+	return nil
+}
+
+func (r *run[In, Cmd, Snap]) dispatch(ctx context.Context, c Cmd) {
+	switch t := any(c).(type) {
+	case interface{ Timer() machine.SetTimer }:
+		r.setTimer(ctx, t.Timer())
+		return
+	case interface{ CancelledTimer() machine.CancelTimer }:
+		if old, ok := r.timers[t.CancelledTimer().ID]; ok {
+			old.t.Stop()
+			delete(r.timers, t.CancelledTimer().ID)
+		}
+		return
+	}
+	r.log.Debug("execute", "cmd", c)
+	r.inflight++
+	if r.kind.Ordered != nil && r.kind.Ordered(c) {
+		r.ordered.push(c)
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		in, reply := r.execute(ctx, c)
+		select {
+		case r.results <- result[In]{in, reply}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (r *run[In, Cmd, Snap]) orderedWorker(ctx context.Context) {
+	defer r.wg.Done()
+	for {
+		c, ok := r.ordered.pop(ctx)
+		if !ok {
+			return
+		}
+		in, reply := r.execute(ctx, c)
+		select {
+		case r.results <- result[In]{in, reply}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *run[In, Cmd, Snap]) execute(ctx context.Context, c Cmd) (In, bool) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	return r.kind.Exec.Execute(ctx, c)
+}
+
+func (r *run[In, Cmd, Snap]) collect(queue []In, res result[In]) []In {
+	r.inflight--
+	if res.reply {
+		queue = append(queue, res.in)
+	}
+	return queue
+}
+
+func (r *run[In, Cmd, Snap]) setTimer(ctx context.Context, st machine.SetTimer) {
+	if old, ok := r.timers[st.ID]; ok {
+		old.t.Stop()
+	}
+	r.seq++
+	f := firing{id: st.ID, seq: r.seq}
+	d := time.Until(time.UnixMilli(st.At))
+	r.timers[st.ID] = &timer{seq: f.seq, t: time.AfterFunc(d, func() {
+		select {
+		case r.fired <- f:
+		case <-ctx.Done():
+		}
+	})}
+}
+
+// fire feeds a timer that is still the pending one for its id (a replaced or cancelled
+// timer may fire anyway; it is dropped here).
+func (r *run[In, Cmd, Snap]) fire(queue []In, f firing) []In {
+	t, ok := r.timers[f.id]
+	if !ok || t.seq != f.seq {
+		return queue
+	}
+	delete(r.timers, f.id)
+	return append(queue, r.kind.Timer(machine.TimerFired{ID: f.id}))
+}
+
+// fifo is an unbounded queue for the ordered worker, so issuing never blocks the loop.
+type fifo[T any] struct {
+	mu   sync.Mutex
+	q    []T
+	wake chan struct{}
+}
+
+func newFIFO[T any]() *fifo[T] { return &fifo[T]{wake: make(chan struct{}, 1)} }
+
+func (f *fifo[T]) push(v T) {
+	f.mu.Lock()
+	f.q = append(f.q, v)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fifo[T]) pop(ctx context.Context) (T, bool) {
+	for {
+		f.mu.Lock()
+		if len(f.q) > 0 {
+			v := f.q[0]
+			f.q = f.q[1:]
+			f.mu.Unlock()
+			return v, true
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			var zero T
+			return zero, false
+		}
+	}
+}

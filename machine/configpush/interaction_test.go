@@ -1,0 +1,204 @@
+package configpush_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/configpush"
+	"loam.dev/router/machine/machinetest"
+)
+
+// TestInteraction replays the scenario files under testdata/, each also with the machine
+// restored from its snapshot before every directive (see machinetest.Scripts).
+func TestInteraction(t *testing.T) {
+	machinetest.Scripts(t, "testdata", func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string {
+		return newEnv(restoreEveryStep).handle
+	})
+}
+
+// env is the interaction harness: one machine, a clock, a seeded rng, and the timers the
+// machine has set, so a script can fire them by id.
+type env struct {
+	restoreEveryStep bool
+	opts             configpush.Options
+	m                *configpush.Machine
+	now              int64
+	rng              *rand.Rand
+	timers           map[string]int64
+}
+
+func newEnv(restoreEveryStep bool) *env {
+	e := &env{restoreEveryStep: restoreEveryStep}
+	e.reset(configpush.Options{})
+	return e
+}
+
+func (e *env) reset(opts configpush.Options) {
+	e.opts = opts
+	e.m = configpush.New(opts)
+	e.now = 1000
+	e.rng = rand.New(rand.NewChaCha8([32]byte{'l', 'o', 'a', 'm'}))
+	e.timers = map[string]int64{}
+}
+
+func (e *env) restore(t testing.TB) *configpush.Machine {
+	return machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, e.opts) })
+}
+
+func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
+	if d.Cmd == "options" {
+		e.reset(parseOptions(t, d))
+		return "ok"
+	}
+	if e.restoreEveryStep {
+		e.m = e.restore(t)
+	}
+	if d.HasArg("advance") {
+		var ms int64
+		d.ScanArgs(t, "advance", &ms)
+		e.now += ms
+	}
+	var in configpush.Input
+	switch d.Cmd {
+	case "push":
+		in = parsePush(t, d)
+	case "files-written":
+		in = configpush.FilesWritten{Step: "g" + strconv.FormatUint(machinetest.Arg[uint64](t, d, "gen", 0), 10) + "/files", Attempt: machinetest.Arg(t, d, "attempt", 1), Err: parseErr(d)}
+	case "reloaded":
+		id := machinetest.Arg(t, d, "instance", "")
+		in = configpush.Reloaded{Step: fmt.Sprintf("g%d/reload/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id, Err: parseErr(d)}
+	case "observed":
+		id := machinetest.Arg(t, d, "instance", "")
+		in = configpush.Observed{Step: fmt.Sprintf("g%d/observe/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id,
+			Generation: machinetest.Arg[uint64](t, d, "observed", 0), Known: !d.HasArg("unknown"), Err: parseErr(d)}
+	case "fire":
+		// fire id=<timer>: move the clock to the timer's deadline and deliver it.
+		// fire id=<timer> raced: deliver a timer that was cancelled (it raced the cancel).
+		id := machinetest.Arg(t, d, "id", "")
+		at, ok := e.timers[id]
+		if !ok && !d.HasArg("raced") {
+			d.Fatalf(t, "timer %q is not pending; pending: %v", id, e.pending())
+		}
+		delete(e.timers, id)
+		e.now = max(e.now, at)
+		in = configpush.TimerFired{ID: id}
+	case "restart":
+		// The driver died: replies in flight are lost and timers are gone. A new driver
+		// restores the persisted snapshot and feeds Restarted.
+		e.m = e.restore(t)
+		e.timers = map[string]int64{}
+		in = configpush.Restarted{}
+	case "timers":
+		return strings.Join(e.pending(), "\n")
+	case "snapshot":
+		b, err := json.MarshalIndent(e.m.Snapshot(), "", "  ")
+		require.NoError(t, err)
+		return string(b)
+	default:
+		d.Fatalf(t, "unknown directive %q", d.Cmd)
+	}
+	rec := &machine.Recorder{}
+	ctx := &machine.Ctx{Now: e.now, Rand: e.rng, Trace: rec}
+	cmds := e.m.On(ctx, in)
+	var b strings.Builder
+	for _, c := range cmds {
+		switch c := c.(type) {
+		case configpush.SetTimer:
+			e.timers[c.ID] = c.At
+		case configpush.CancelTimer:
+			delete(e.timers, c.ID)
+		}
+		fmt.Fprintf(&b, "cmd %v\n", c)
+	}
+	for _, ev := range rec.Take() {
+		require.Equal(t, e.now, ev.T)
+		fmt.Fprintf(&b, "spec %v\n", ev)
+	}
+	if b.Len() == 0 {
+		return "(nothing)"
+	}
+	return b.String()
+}
+
+func (e *env) pending() []string {
+	var out []string
+	for id, at := range e.timers {
+		out = append(out, fmt.Sprintf("%s at=%d", id, at))
+	}
+	slices.Sort(out)
+	if out == nil {
+		return []string{"(none)"}
+	}
+	return out
+}
+
+func parseErr(d *datadriven.TestData) error {
+	if d.HasArg("newer") {
+		return fmt.Errorf("configmap holds generation 9: %w", configpush.ErrNewerGeneration)
+	}
+	return machinetest.Err(d)
+}
+
+func parseOptions(t *testing.T, d *datadriven.TestData) configpush.Options {
+	o := configpush.Options{
+		StepTimeout: time.Duration(machinetest.Arg[int64](t, d, "timeout", 0)) * time.Millisecond,
+		Backoff:     time.Duration(machinetest.Arg[int64](t, d, "backoff", 0)) * time.Millisecond,
+		MaxBackoff:  time.Duration(machinetest.Arg[int64](t, d, "max-backoff", 0)) * time.Millisecond,
+		MaxAttempts: machinetest.Arg(t, d, "max-attempts", 0),
+	}
+	switch m := machinetest.Arg(t, d, "mutant", "none"); m {
+	case "none":
+	case "write-unpublished":
+		o.Mutant = configpush.MutantWriteUnpublished
+	case "regress":
+		o.Mutant = configpush.MutantRegress
+	default:
+		d.Fatalf(t, "unknown mutant %q", m)
+	}
+	return o
+}
+
+// parsePush: push gen=4 [published=4] [version=7] [db=app] [unstored] [norecord]
+// [nofiles] instances=(a,b)
+func parsePush(t *testing.T, d *datadriven.TestData) configpush.Push {
+	gen := machinetest.Arg[uint64](t, d, "gen", 0)
+	rec := &shardmap.Record{
+		Version:    machinetest.Arg[uint64](t, d, "version", 1),
+		Generation: machinetest.Arg(t, d, "published", gen),
+		Router:     shardmap.Router{Kind: shardmap.PgDog, Name: machinetest.Arg(t, d, "db", "app")},
+	}
+	if d.HasArg("unstored") {
+		rec.Version = 0
+	}
+	if d.HasArg("norecord") {
+		rec = nil
+	}
+	var files render.Files
+	if !d.HasArg("nofiles") {
+		var err error
+		files, err = render.NewFiles(
+			render.File{Name: "pgdog.toml", Data: fmt.Appendf(nil, "# generation %d\n", gen)},
+			render.File{Name: "users.toml", Data: []byte("[[users]]\n")})
+		require.NoError(t, err)
+	}
+	return configpush.Push{Record: rec, Generation: gen, Files: files, Instances: machinetest.Vals(d, "instances")}
+}
+
+// TestScenariosCoverEveryAction: every action the machine can emit appears in some
+// scenario, and no scenario shows an action the machine does not declare.
+func TestScenariosCoverEveryAction(t *testing.T) {
+	require.ElementsMatch(t, configpush.Actions, machinetest.ScriptActions(t, os.DirFS("testdata"), configpush.Spec))
+}

@@ -1,0 +1,74 @@
+package configpush
+
+import "time"
+
+// Options tune one machine. The zero value takes the defaults; options are not part of the
+// snapshot, so a restored machine takes the options its driver passes to Restore.
+type Options struct {
+	// StepTimeout bounds the wait for one attempt's reply; when it passes the attempt counts
+	// as failed (default 10s).
+	StepTimeout time.Duration
+	// Backoff is the delay before the first retry; it doubles per attempt up to MaxBackoff
+	// (defaults 500ms and 10s). Each delay is jittered from ctx.Rand over [d/2, d], so
+	// instances that failed together do not retry together.
+	Backoff, MaxBackoff time.Duration
+	// MaxAttempts bounds the attempts of one step (default 5). An instance whose step fails
+	// that often is reported as stuck and the push finishes without it.
+	MaxAttempts int
+
+	// Mutant breaks one of the machine's safety rules on purpose, so the simulator can show
+	// its checkers catch the break. Never set it outside a test.
+	Mutant Mutant
+}
+
+// Mutant names a deliberate bug. The zero value is the correct machine.
+type Mutant uint8
+
+const (
+	// MutantNone is the correct machine.
+	MutantNone Mutant = iota
+	// MutantWriteUnpublished accepts a Push whose Generation the record does not publish yet
+	// (for example State.To during a reshard) and writes its files: an instance that
+	// restarts then routes by a generation whose cutover has not fenced the source.
+	// It trips "files are written only for a published generation" (§6.4).
+	MutantWriteUnpublished
+	// MutantRegress accepts a Push older than the generation already written, so the files
+	// go backwards. It trips "generations only increase".
+	MutantRegress
+)
+
+func (m Mutant) String() string {
+	switch m {
+	case MutantNone:
+		return "none"
+	case MutantWriteUnpublished:
+		return "write-unpublished"
+	case MutantRegress:
+		return "regress"
+	}
+	return "unknown"
+}
+
+const (
+	defaultStepTimeout = 10 * time.Second
+	defaultBackoff     = 500 * time.Millisecond
+	defaultMaxBackoff  = 10 * time.Second
+	defaultMaxAttempts = 5
+)
+
+// withDefaults fills zero fields.
+func (o Options) withDefaults() Options {
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = defaultStepTimeout
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = defaultBackoff
+	}
+	if o.MaxBackoff < o.Backoff {
+		o.MaxBackoff = max(defaultMaxBackoff, o.Backoff)
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = defaultMaxAttempts
+	}
+	return o
+}

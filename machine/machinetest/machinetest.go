@@ -1,0 +1,139 @@
+// Package machinetest holds what the tests of every machine under machine/ share: the
+// snapshot round trip a driver performs, the choosers that drive random scenarios, and the
+// argument helpers of the datadriven interaction scripts. Import it from _test files only.
+package machinetest
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"pgregory.net/rapid"
+)
+
+// TB is the part of testing.TB (and of *rapid.T) the helpers need.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// RoundTrip does to m what a driver does across a restart: encode its snapshot as JSON,
+// decode it into a fresh value and restore a machine from that. It fails t when the
+// restored machine's snapshot does not encode to the same JSON, so a field that does not
+// survive persistence is caught by every scenario that calls it.
+func RoundTrip[S any, M interface{ Snapshot() S }](t TB, m M, restore func(S) (M, error)) M {
+	t.Helper()
+	b, err := json.Marshal(m.Snapshot())
+	if err != nil {
+		t.Fatalf("encoding the snapshot: %v", err)
+	}
+	var s S
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("decoding the snapshot: %v\n%s", err, b)
+	}
+	r, err := restore(s)
+	if err != nil {
+		t.Fatalf("restoring: %v\n%s", err, b)
+	}
+	b2, err := json.Marshal(r.Snapshot())
+	if err != nil {
+		t.Fatalf("encoding the restored snapshot: %v", err)
+	}
+	if string(b) != string(b2) {
+		t.Fatalf("the snapshot does not survive encode, decode and restore:\nbefore %s\nafter  %s", b, b2)
+	}
+	return r
+}
+
+// Chooser makes a random scenario's choices. Properties use Rapid (a failure shrinks to a
+// short scenario); mutant tests use Seeded, since a mutant must be caught within a bounded
+// number of seeds and rapid reports a catch as a failure.
+type Chooser interface {
+	// IntN returns a choice in [0, n).
+	IntN(n int) int
+}
+
+type rapidChooser struct{ t *rapid.T }
+
+func (c rapidChooser) IntN(n int) int { return rapid.IntRange(0, n-1).Draw(c.t, "choice") }
+
+// Rapid draws choices from t.
+func Rapid(t *rapid.T) Chooser { return rapidChooser{t} }
+
+// Seeded draws choices from a PCG generator seeded with seed.
+func Seeded(seed uint64) Chooser { return rand.New(rand.NewPCG(seed, 0)) }
+
+// Arg reads the optional argument key of a directive, or def.
+func Arg[T any](t testing.TB, d *datadriven.TestData, key string, def T) T {
+	t.Helper()
+	if !d.HasArg(key) {
+		return def
+	}
+	var v T
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+// Vals reads a list argument, key=(a,b,c); key=() is the empty list.
+func Vals(d *datadriven.TestData, key string) []string {
+	a, ok := d.Arg(key)
+	if !ok || len(a.Vals) == 1 && a.Vals[0] == "" {
+		return nil
+	}
+	return slices.Clone(a.Vals)
+}
+
+// Err reads err=(some words) as an error, or nil when absent.
+func Err(d *datadriven.TestData) error {
+	if a, ok := d.Arg("err"); ok {
+		return errors.New(strings.Join(a.Vals, " "))
+	}
+	return nil
+}
+
+// Scripts replays every datadriven script under dir twice, against the same expected
+// output: once as written, and once with restoreEveryStep set, where the harness must
+// round-trip its machine (RoundTrip) before every directive. A scenario therefore also
+// tests restarting from every snapshot it passes through. Regenerate the expected output
+// with go test -rewrite, and read the diff before committing it.
+func Scripts(t *testing.T, dir string, harness func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string) {
+	for _, mode := range []string{"plain", "restore-every-step"} {
+		t.Run(mode, func(t *testing.T) {
+			datadriven.Walk(t, dir, func(t *testing.T, path string) {
+				datadriven.RunTest(t, path, harness(mode == "restore-every-step"))
+			})
+		})
+	}
+}
+
+// ScriptActions returns every action of spec that the scenario files (*.txt) in dir show
+// being emitted (their "spec <Spec> <Action> ..." lines); pass os.DirFS("testdata"). With
+// the scripts verified by Scripts, comparing it with a machine's action list shows every
+// action is exercised.
+func ScriptActions(t testing.TB, dir fs.FS, spec string) []string {
+	t.Helper()
+	paths, err := fs.Glob(dir, "*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenario files (%v)", err)
+	}
+	seen := map[string]bool{}
+	prefix := "spec " + spec + " "
+	for _, p := range paths {
+		b, err := fs.ReadFile(dir, p)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				seen[strings.Fields(rest)[0]] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
