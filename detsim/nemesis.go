@@ -25,6 +25,7 @@ func (s *Sim) OnHeal(f func()) { s.healHooks = append(s.healHooks, f) }
 // closes, each registered nemesis point (in catalogue order) is evaluated and its action
 // runs if it fires. The network's own points (partition, slow, reset) are registered here.
 // When the window closes the run heals: partitions and slow links go, heal hooks run.
+// Exploring, the points are evaluated after every step instead, and nothing heals.
 func (s *Sim) StartNemesis() {
 	s.registerNetNemesis()
 	points := make([]string, 0, len(s.nemesis))
@@ -32,6 +33,18 @@ func (s *Sim) StartNemesis() {
 		if _, ok := s.nemesis[p.Name]; ok {
 			points = append(points, p.Name)
 		}
+	}
+	if s.tape != nil {
+		// Exploring: no tick (its phase would make equal states differ); a fault may land
+		// after any step instead, while the budget lasts.
+		s.afterStep = func() {
+			for _, p := range points {
+				if s.Fault(p) {
+					s.nemesis[p]()
+				}
+			}
+		}
+		return
 	}
 	var tick func()
 	tick = func() {

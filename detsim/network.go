@@ -55,6 +55,8 @@ const (
 	// pauses, fences. Writes and one-shot admin commands (CUTOVER) are never duplicated,
 	// as a TCP connection never duplicates a request.
 	Idempotent CallFlags = 1 << iota
+	// LongPoll calls (a store Watch) wait up to 30 times CallTimeout for their answer.
+	LongPoll
 )
 
 // Reply is how a handler answers a call, at once or later. Only the first answer counts.
@@ -200,7 +202,11 @@ func (n *Network) Call(from, to NodeID, what string, flags CallFlags, handle fun
 		})
 		return
 	}
-	c.timeout = n.s.After(n.o.CallTimeout, Label{Kind: "timeout", From: fromName, To: toName, What: what, ID: int64(c.id)}, func() {
+	timeout := n.o.CallTimeout
+	if flags&LongPoll != 0 {
+		timeout *= 30
+	}
+	c.timeout = n.s.After(timeout, Label{Kind: "timeout", From: fromName, To: toName, What: what, ID: int64(c.id)}, func() {
 		n.complete(c, nil, &IndeterminateError{From: fromName, To: toName, What: what, Cause: "timeout"})
 	})
 	if n.lost(from, to) {

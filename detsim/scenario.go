@@ -41,6 +41,10 @@ type Scenario struct {
 	// TinyPoints are the fault points exhaustive mode enables (every evaluation of each is a
 	// branch while the fault budget lasts, so they are few).
 	TinyPoints []string
+	// TinyMutants are the mutants the tiny configuration must expose. The explorer checks
+	// safety invariants on every path; a mutant that only breaks liveness (convergence
+	// after the faults heal) is the sampled runs' to find.
+	TinyMutants []string
 }
 
 // Explore enumerates every schedule of the scenario's tiny configuration with at most

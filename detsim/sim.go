@@ -73,6 +73,8 @@ type Sim struct {
 
 	stateHasher func(hash.Hash)
 
+	afterStep func()
+
 	nemesis   map[string]func()
 	healHooks []func()
 }
@@ -92,6 +94,9 @@ func New(cfg Config) *Sim {
 	s.rng = rand.New(rand.NewChaCha8(seedKey(cfg.Seed)))
 	s.opts = Options{Scenario: cfg.Scenario, Seed: cfg.Seed}
 	if s.tape != nil {
+		// Exploring, machines' jitter is not branched on, and a source whose state moved
+		// with every draw would make every path's state differ: each draw is the same.
+		s.rng = rand.New(constSource{})
 		s.forceAll = true
 		s.opts.Net = exploreNet()
 	} else {
@@ -103,6 +108,12 @@ func New(cfg Config) *Sim {
 	s.Net = newNetwork(s, s.opts.Net)
 	return s
 }
+
+// constSource is the machines' random source when exploring: every draw is the middle of
+// the range.
+type constSource struct{}
+
+func (constSource) Uint64() uint64 { return 1 << 63 }
 
 // seedKey spreads a 64-bit seed over ChaCha8's 32-byte key, so seeds 1 and 2 give unrelated
 // streams.
@@ -271,6 +282,9 @@ func (s *Sim) Run(until int64, maxSteps int) int {
 		n++
 		s.hashLabel(e.Label, s.now)
 		e.fn()
+		if s.afterStep != nil {
+			s.afterStep()
+		}
 		if s.tape != nil && s.tape.visit != nil && !s.tape.visit(s) {
 			s.Stop("pruned: state already explored")
 		}
@@ -282,10 +296,10 @@ func (s *Sim) Run(until int64, maxSteps int) int {
 }
 
 // exploreWindow is how far behind the earliest pending event another event may still be
-// chosen to run first when exploring: messages in flight together may arrive in any order,
-// but a timer a second away does not interleave with every delivery before it (bounded
-// asynchrony; it keeps the schedule tree finite and small).
-const exploreWindow = 5
+// chosen to run first when exploring. Messages take no time when exploring, so every
+// message in flight is due now and may arrive in any order; a timer due later does not
+// interleave with them (it keeps the schedule tree finite and small).
+const exploreWindow = 0
 
 // ready returns the queue positions of the events the explorer may run next, in a
 // canonical order (due time, then label), so the same state offers the same choices.

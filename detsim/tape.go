@@ -1,9 +1,11 @@
 package detsim
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"hash"
 	"slices"
 	"time"
@@ -75,6 +77,50 @@ func (t *Tape) next() ([]int, bool) {
 // decides the checkers' verdict. Two schedules that reach the same hash must have the same
 // futures; anything left out makes the explorer prune too much.
 func (s *Sim) SetStateHasher(f func(h hash.Hash)) { s.stateHasher = f }
+
+// Exploring reports whether the run is in exhaustive mode (scenarios keep their tiny
+// configurations' choices few).
+func (s *Sim) Exploring() bool { return s.tape != nil }
+
+// RelativeJSON hashes v's JSON encoding with every number under a key named "at" (a
+// deadline) made relative to now, so a machine snapshot that waits the same way at a
+// different time hashes the same.
+func RelativeJSON(h hash.Hash, v any, now int64) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("detsim: state does not encode: " + err.Error())
+	}
+	var x any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&x); err != nil {
+		panic("detsim: state does not decode: " + err.Error())
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case map[string]any:
+			for k, v := range t {
+				if n, ok := v.(json.Number); ok && k == "at" {
+					i, _ := n.Int64()
+					t[k] = i - now
+					continue
+				}
+				t[k] = walk(v)
+			}
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+		}
+		return x
+	}
+	out, _ := json.Marshal(walk(x)) // maps encode with sorted keys
+	h.Write(out)
+}
+
+// StateHasher returns the registered state hasher (nil if none), so a scenario can extend it.
+func (s *Sim) StateHasher() func(h hash.Hash) { return s.stateHasher }
 
 // ExploreResult is what an exhaustive exploration found.
 type ExploreResult struct {

@@ -18,10 +18,13 @@ var ErrWriteRefused = errors.New("model: files write refused (injected API serve
 // Files is where rendered files go (a Kubernetes ConfigMap with the generation annotation):
 // router instances read them when they start and on RELOAD.
 type Files struct {
-	s     *detsim.Sim
-	Node  detsim.NodeID
-	gen   uint64
-	files render.Files
+	s    *detsim.Sim
+	Node detsim.NodeID
+	// NoGenerationCheck is the mutant "the files target does not compare the generation
+	// annotation": a write that arrives late replaces newer files.
+	NoGenerationCheck bool
+	gen               uint64
+	files             render.Files
 	// Writes is every write that took effect, for the checkers.
 	Writes []FilesWrite
 }
@@ -47,7 +50,7 @@ func (f *Files) Write(gen uint64, files render.Files) error {
 	if f.s != nil && f.s.Fault("files.write.fail") {
 		return fmt.Errorf("configmap: write of generation %d: %w", gen, ErrWriteRefused)
 	}
-	if gen < f.gen {
+	if gen < f.gen && !f.NoGenerationCheck {
 		return fmt.Errorf("configmap: write of generation %d refused, generation %d is there: %w", gen, f.gen, ErrNewerGeneration)
 	}
 	f.gen, f.files = gen, files

@@ -19,10 +19,11 @@ var Bank = detsim.Scenario{
 		"coord.crash.after_prepare", "coord.crash.after_decision", "coord.wal.lost"},
 	Probes: []string{"fault:coord.crash.after_prepare", "fault:coord.crash.after_decision", "fault:coord.wal.lost",
 		"fault:pgdog.crash", "fault:backend.restart", "model.2pc.recovery"},
-	Mutants:    []string{MutantAckEarly},
-	World:      bankWorld,
-	Tiny:       bankTiny,
-	TinyPoints: []string{"coord.crash.after_prepare", "coord.crash.after_decision", "coord.wal.lost", "backend.restart"},
+	Mutants:     []string{MutantAckEarly},
+	World:       bankWorld,
+	Tiny:        bankTiny,
+	TinyPoints:  []string{"coord.crash.after_prepare", "coord.crash.after_decision", "coord.wal.lost", "backend.restart"},
+	TinyMutants: []string{MutantAckEarly},
 }
 
 func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {

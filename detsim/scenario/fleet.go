@@ -33,6 +33,8 @@ type fleet struct {
 	routers []*model.Router
 	clients []detsim.NodeID
 	hist    *check.History
+	// storeNode serves the store; operatorNode is where an operator's tool runs.
+	storeNode, operatorNode detsim.NodeID
 }
 
 func newFleet(s *detsim.Sim) *fleet {
@@ -57,6 +59,8 @@ func (f *fleet) backends(from, n int, ackEarly bool) []shardmap.Backend {
 // nr instances and nc clients.
 func (f *fleet) start(rec *shardmap.Record, twoPC bool, nr, nc int) {
 	f.store = model.NewStore(f.s)
+	f.storeNode = f.s.Net.AddNode("store")
+	f.operatorNode = f.s.Net.AddNode("operator")
 	if _, err := f.store.CAS(dbRef, 0, rec); err != nil {
 		panic(fmt.Sprintf("scenario: initial record refused: %v", err))
 	}
@@ -80,9 +84,9 @@ func (f *fleet) crashes() {
 		}
 		r.Crash()
 		// Most restarts are quick; some instances stay down long enough to matter to the
-		// in-doubt monitor's threshold.
+		// in-doubt monitor's threshold (not when exploring: one quick restart).
 		d := s.Between(100, 5_000)
-		if s.Intn(5) == 0 {
+		if !s.Exploring() && s.Intn(5) == 0 {
 			d = s.Between(30_000, 600_000)
 		}
 		s.After(d, detsim.Label{Kind: "boot", To: r.ID}, r.Boot)

@@ -24,6 +24,9 @@ type mutant struct {
 var mutants = []mutant{
 	{"traffic", scenario.MutantAckEarly, "no-lost-ack", 500},
 	{"bank", scenario.MutantAckEarly, "conservation", 500},
+	{"push", scenario.MutantPushUnpublished, "files-only-published", 100},
+	{"push", scenario.MutantRegressUnchecked, "generations-increase", 100},
+	{"push", scenario.MutantNoReconcile, "converges", 500},
 }
 
 // firstTrip runs seeds from base until one trips want; it returns the result and how many
@@ -87,9 +90,9 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{"one-side-serves", "the cutover scenario (mutants: skip fence, publish before CUTOVER, resume before publish)"},
 	{"2pc-atomic", "the indoubt scenario (mutant: indoubt commits, -tags loam_mutant_indoubt_commit)"},
 	{"indoubt-never-resolves", "the indoubt scenario (mutant: indoubt commits)"},
-	{"generations-increase", "the push scenario (mutant: configpush regress)"},
-	{"files-only-published", "the push scenario (mutant: configpush writes g+1 files before it is safe)"},
-	{"converges", "the push and cutover scenarios"},
+	{"generations-increase", ""},
+	{"files-only-published", ""},
+	{"converges", ""},
 }
 
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base

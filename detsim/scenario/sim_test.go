@@ -13,9 +13,9 @@ import (
 	"loam.dev/router/detsim/simtest"
 )
 
-// defaultSeeds is how many fresh seeds each scenario runs in `make test` when SIM_SEEDS is
-// unset: sized so every scenario together stays well under a minute with -race on 2 cores.
-const defaultSeeds = 150
+// defaultSeeds is how many fresh seeds each scenario runs when SIM_SEEDS is unset (20 with
+// -race): sized so the whole package stays well under three minutes on 2 cores.
+const defaultSeeds = 300
 
 // TestSim runs, for every scenario: with -seed, that one run (and -mutant, -schedule,
 // -trace); otherwise every corpus seed twice, requiring the same trace hash and no
@@ -27,7 +27,11 @@ func TestSim(t *testing.T) {
 		_, ok := scenario.ByName(e.Scenario)
 		require.True(t, ok, "%s names scenario %q, which does not exist", e.File, e.Scenario)
 	}
-	n, err := simtest.SeedsFromEnv(defaultSeeds)
+	dflt := defaultSeeds
+	if raceEnabled {
+		dflt = 20 // the full default runs in the build without -race
+	}
+	n, err := simtest.SeedsFromEnv(dflt)
 	require.NoError(t, err)
 	base, err := simtest.BaseSeed()
 	require.NoError(t, err)

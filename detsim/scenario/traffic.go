@@ -20,10 +20,11 @@ var Traffic = detsim.Scenario{
 		"pgdog.crash", "backend.restart"},
 	Probes: []string{"fault:net.drop", "fault:net.duplicate", "fault:net.partition", "fault:net.slow", "fault:net.reset",
 		"fault:pgdog.crash", "fault:backend.restart", "net.partition.asymmetric", "net.reset.inflight"},
-	Mutants:    []string{MutantAckEarly},
-	World:      trafficWorld,
-	Tiny:       trafficTiny,
-	TinyPoints: []string{"pgdog.crash", "backend.restart"},
+	Mutants:     []string{MutantAckEarly},
+	World:       trafficWorld,
+	Tiny:        trafficTiny,
+	TinyPoints:  []string{"pgdog.crash", "backend.restart"},
+	TinyMutants: []string{MutantAckEarly},
 }
 
 // MutantAckEarly makes every backend acknowledge a commit before it is durable.
