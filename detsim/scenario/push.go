@@ -69,12 +69,7 @@ func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Backoff:     time.Duration([]int{100, 500}[s.Intn(2)]) * time.Millisecond,
 		MaxAttempts: s.Param("max_attempts", 2+s.Intn(4)),
 	}
-	switch mutant {
-	case MutantPushUnpublished:
-		opts.Mutant = configpush.MutantWriteUnpublished
-	case MutantRegressUnchecked:
-		opts.Mutant = configpush.MutantRegress
-	}
+	opts.Mutant = pushMutant(mutant)
 	d := newDaemon(f, opts, false)
 	d.noReconcile = mutant == MutantNoReconcile
 	d.start()
@@ -228,12 +223,7 @@ func pushTiny(s *detsim.Sim, mutant string) *detsim.Violation {
 	f.files.NoGenerationCheck = mutant == MutantRegressUnchecked
 	f.crashes()
 	opts := configpush.Options{StepTimeout: 100 * time.Millisecond, Backoff: 20 * time.Millisecond, MaxAttempts: 2}
-	switch mutant {
-	case MutantPushUnpublished:
-		opts.Mutant = configpush.MutantWriteUnpublished
-	case MutantRegressUnchecked:
-		opts.Mutant = configpush.MutantRegress
-	}
+	opts.Mutant = pushMutant(mutant)
 	d := newDaemon(f, opts, false)
 	d.start()
 	f.hashState()
@@ -281,4 +271,15 @@ func pushTiny(s *detsim.Sim, mutant string) *detsim.Violation {
 		return v
 	}
 	return detsim.Pruned(s)
+}
+
+// pushMutant is the configpush mutant a scenario mutant switches on.
+func pushMutant(mutant string) configpush.Mutant {
+	switch mutant {
+	case MutantPushUnpublished:
+		return configpush.MutantWriteUnpublished
+	case MutantRegressUnchecked:
+		return configpush.MutantRegress
+	}
+	return configpush.MutantNone
 }
