@@ -28,8 +28,22 @@ type Coordinator struct {
 	wal        map[string]*walEntry
 	seq        int
 	epoch      int // bumped by a crash: work of an earlier life stops
-	// Decisions is every commit or abort decision, for the checkers.
+	// Decisions is every commit or abort decision, and Begun every transaction started, for
+	// the checkers.
 	Decisions []Decision
+	Begun     []Begin
+	// CommitEarly is the mutant "commit a branch as soon as it is prepared": a branch is
+	// committed before the other is known to be prepared, so a failed prepare leaves the
+	// transaction half committed. It trips 2pc-atomic.
+	CommitEarly bool
+}
+
+// Begin is one two-phase transaction a coordinator started.
+type Begin struct {
+	T   int64
+	GID string // the transaction's name (branches add _<position>)
+	// Inc is the instance's incarnation when it began: the process that must finish it.
+	Inc uint64
 }
 
 // Decision is one coordinator decision.
@@ -60,8 +74,10 @@ func newCoordinator(r *Router) *Coordinator {
 // Coordinator returns the instance's 2PC coordinator.
 func (r *Router) Coordinator() *Coordinator { return r.coord }
 
-// GIDPrefix is the prefix of every gid this coordinator's instance writes.
-func (c *Coordinator) GIDPrefix() string { return "__pgdog_2pc_" + c.Deployment + "_" + c.r.ID + "_" }
+// GIDPrefix is the prefix of every gid the instance's running process writes.
+func (c *Coordinator) GIDPrefix() string {
+	return "__pgdog_2pc_" + c.Deployment + "_" + c.r.ProcessID() + "_"
+}
 
 func (c *Coordinator) crash() { c.epoch++ }
 
@@ -103,6 +119,7 @@ func (r *Router) Transfer(db string, id int64, from, to string, amount int64, re
 		{shards[b], gid + "_1", Txn{ID: id, Ops: []Op{credit}}},
 	}}
 	c.wal[gid] = e
+	c.Begun = append(c.Begun, Begin{T: r.s.Now(), GID: gid, Inc: r.s.Net.Incarnation(r.Node)})
 	epoch := c.epoch
 	left, failed := len(e.parts), false
 	for _, p := range e.parts {
@@ -111,6 +128,9 @@ func (r *Router) Transfer(db string, id int64, from, to string, amount int64, re
 		}, func(err error) {
 			if c.epoch != epoch {
 				return
+			}
+			if c.CommitEarly && err == nil {
+				c.finish(&walEntry{gid: gid, parts: []part{p}}, true, func() {})
 			}
 			failed = failed || err != nil
 			if left--; left > 0 {

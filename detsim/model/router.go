@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -39,6 +40,9 @@ type Router struct {
 	GenerationKnown bool
 	// Started is when the running process started (the in-doubt monitor's roster).
 	Started int64
+	// NoNodeID runs the instance without NODE_ID: each process draws its own 8 hex digit
+	// instance id, so a restart looks like a new instance (and the old one gone).
+	NoNodeID bool
 
 	gen      uint64
 	routes   map[string][]string
@@ -50,8 +54,9 @@ type Router struct {
 	nextTask int64
 	coord    *Coordinator
 
-	// Loads is every change of routing, for the checkers.
-	Loads []Load
+	// Loads is every change of routing, and Crashes every crash, for the checkers.
+	Loads   []Load
+	Crashes []int64
 }
 
 type held struct {
@@ -93,6 +98,18 @@ func (r *Router) load(why string) error {
 	return nil
 }
 
+// ProcessID is the instance id the running process writes into its gids (PgDog's SHOW
+// INSTANCE_ID): NODE_ID, or without it 8 hex digits drawn per process (here derived from
+// the instance and its incarnation, so runs stay reproducible).
+func (r *Router) ProcessID() string {
+	if !r.NoNodeID {
+		return r.ID
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", r.ID, r.s.Net.Incarnation(r.Node))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
 // Generation is the generation the instance loaded last.
 func (r *Router) Generation() uint64 { return r.gen }
 
@@ -105,6 +122,7 @@ func (r *Router) Up() bool { return r.s.Net.Up(r.Node) }
 // Crash kills the instance: pauses, held queries, sessions, tasks and the coordinator's
 // memory are lost; what a held query's client sees is the network's reset.
 func (r *Router) Crash() {
+	r.Crashes = append(r.Crashes, r.s.Now())
 	r.s.Net.Crash(r.Node)
 	r.paused, r.held, r.sess, r.tasks = nil, nil, nil, nil
 	r.coord.crash()

@@ -22,6 +22,9 @@ const coverageSeeds = 400
 // rare paths) fires at least once; an all-green sweep that never took a rare path would
 // prove nothing. It prints the firing count of every fault point.
 func TestCoverage(t *testing.T) {
+	if scenario.MutantBuild {
+		t.Skip("skipped: this build bakes a mutant into a machine (run only TestMutants with its tag)")
+	}
 	if raceEnabled {
 		t.Skip("skipped: the coverage sweep runs in the build without -race (go test ./detsim/...)")
 	}

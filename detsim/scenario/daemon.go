@@ -35,9 +35,20 @@ type daemon struct {
 // reconcileEvery is how often the daemon pushes the latest record again.
 const reconcileEvery = 15_000
 
+// newDaemon starts the controller process; withPush hosts the ConfigPush machine on it.
 func newDaemon(f *fleet, opts configpush.Options, twoPC bool) *daemon {
 	d := &daemon{f: f, twoPC: twoPC}
 	d.ctl = detsim.NewController(f.s, "ctl")
+	d.hostPush(opts)
+	return d
+}
+
+// newController starts a controller process hosting nothing yet.
+func newController(f *fleet) *daemon {
+	return &daemon{f: f, ctl: detsim.NewController(f.s, "ctl")}
+}
+
+func (d *daemon) hostPush(opts configpush.Options) {
 	d.push = detsim.NewHost[configpush.Input, configpush.Command](d.ctl, configpush.New(opts), detsim.HostConfig[configpush.Input, configpush.Command]{
 		Name:       "configpush",
 		Exec:       d.execPush,
@@ -54,7 +65,6 @@ func newDaemon(f *fleet, opts configpush.Options, twoPC bool) *daemon {
 			}
 		},
 	})
-	return d
 }
 
 // start begins watching the record and reconciling. A controller restart starts them again.

@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,17 @@ func TestExplore(t *testing.T) {
 			continue
 		}
 		t.Run(sc.Name, func(t *testing.T) {
+			if scenario.MutantBuild {
+				// Every run of this build is a mutant's: only the tagged mutants are meaningful.
+				for _, m := range sc.TinyMutants {
+					if slices.ContainsFunc(taggedMutants, func(x mutant) bool { return x.Mutant == m }) {
+						mr := sc.Explore(m, 1, 200_000)
+						require.NotNil(t, mr.Violation, "mutant %s not found exhaustively", m)
+						t.Logf("%s/%s: %s after %d runs", sc.Name, m, mr.Violation.Invariant, mr.Runs)
+					}
+				}
+				return
+			}
 			res := sc.Explore("", exploreFaults(sc), 200_000)
 			require.Nil(t, res.Violation, "prefix %v", res.Prefix)
 			require.True(t, res.Complete, "not exhausted in %d runs", res.Runs)

@@ -27,6 +27,8 @@ var mutants = []mutant{
 	{"push", scenario.MutantPushUnpublished, "files-only-published", 100},
 	{"push", scenario.MutantRegressUnchecked, "generations-increase", 100},
 	{"push", scenario.MutantNoReconcile, "converges", 500},
+	{"bank", scenario.MutantCommitEarly, "2pc-atomic", 100},
+	{"bank", scenario.MutantAlertsDropped, "indoubt-alerts", 2000},
 }
 
 // firstTrip runs seeds from base until one trips want; it returns the result and how many
@@ -44,8 +46,11 @@ func firstTrip(sc detsim.Scenario, m mutant, base uint64) (detsim.Result, int, b
 // TestMutants: each mutant trips its invariant within its bound, the failure shrinks, and
 // the shrunk schedule replays the same violation from its text alone.
 func TestMutants(t *testing.T) {
-	for _, m := range mutants {
+	for _, m := range append(mutants, taggedMutants...) {
 		t.Run(m.Scenario+"/"+m.Mutant, func(t *testing.T) {
+			if scenario.MutantBuild && !slices.ContainsFunc(taggedMutants, func(x mutant) bool { return x == m }) {
+				t.Skip("skipped: this build bakes a mutant into a machine; the other mutants run in the normal build")
+			}
 			sc, ok := scenario.ByName(m.Scenario)
 			require.True(t, ok)
 			require.Contains(t, sc.Mutants, m.Mutant)
@@ -68,7 +73,7 @@ func TestMutants(t *testing.T) {
 // table (the step budget is a harness limit, not an invariant).
 func TestEveryInvariantHasAMutant(t *testing.T) {
 	have := map[string]bool{}
-	for _, m := range mutants {
+	for _, m := range append(mutants, taggedMutantsAllBuilds...) {
 		have[m.Invariant] = true
 	}
 	for _, inv := range checkedInvariants {
@@ -88,8 +93,9 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{"no-phantom", "a model that applies a refused write (checked by the check package's unit test only)"},
 	{"list-append-si", "the cutover scenario (mutant: cutover skips the fence)"},
 	{"one-side-serves", "the cutover scenario (mutants: skip fence, publish before CUTOVER, resume before publish)"},
-	{"2pc-atomic", "the indoubt scenario (mutant: indoubt commits, -tags loam_mutant_indoubt_commit)"},
-	{"indoubt-never-resolves", "the indoubt scenario (mutant: indoubt commits)"},
+	{"2pc-atomic", ""},
+	{"indoubt-never-resolves", ""},
+	{"indoubt-alerts", ""},
 	{"generations-increase", ""},
 	{"files-only-published", ""},
 	{"converges", ""},

@@ -21,6 +21,9 @@ const defaultSeeds = 300
 // -trace); otherwise every corpus seed twice, requiring the same trace hash and no
 // violation, then SIM_SEEDS fresh seeds from SIM_SEED_BASE (random when unset, printed).
 func TestSim(t *testing.T) {
+	if scenario.MutantBuild {
+		t.Skip("skipped: this build bakes a mutant into a machine (run only TestMutants with its tag)")
+	}
 	corpus, err := simtest.Corpus()
 	require.NoError(t, err)
 	for _, e := range corpus {
