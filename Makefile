@@ -12,9 +12,16 @@ BENCH    ?= .
 # .ci/run), which turns every such skip into a failure.
 test:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
+	cd conformance/vitessdiff && $(GO) test -count=1 ./...
+
+# Build tags that compile deliberately broken variants, never part of the default build; the
+# tests under them show each break is caught.
+MUTANT_TAGS ?= loam_mutant_indoubt_commit
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+	cd conformance/vitessdiff && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:
@@ -28,6 +35,7 @@ fuzz:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd conformance/vitessdiff && $(GO) vet ./...
 
 demo:
 	$(GO) run ./driver/cmd/loamrouter demo

@@ -2,7 +2,6 @@ package conformance_test
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,44 +13,10 @@ import (
 	"loam.dev/router/kernel/shardmap"
 )
 
-// recTB records a case's failures instead of failing the test that runs it.
-type recTB struct {
-	mu       sync.Mutex
-	name     string
-	ctx      context.Context
-	failed   bool
-	msgs     []string
-	cleanups []func()
-}
-
-func (r *recTB) Helper()                  {}
-func (r *recTB) Name() string             { return r.name }
-func (r *recTB) Context() context.Context { return r.ctx }
-func (r *recTB) Cleanup(f func())         { r.mu.Lock(); r.cleanups = append(r.cleanups, f); r.mu.Unlock() }
-func (r *recTB) Errorf(f string, a ...any) {
-	r.mu.Lock()
-	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(f, a...))
-	r.mu.Unlock()
-}
-func (r *recTB) Fatalf(f string, a ...any) { r.Errorf(f, a...); runtime.Goexit() }
-func (r *recTB) FailNow()                  { r.mu.Lock(); r.failed = true; r.mu.Unlock(); runtime.Goexit() }
-
-// runCase runs one case in its own goroutine (FailNow ends it) and reports whether it failed.
+// runCase runs one case with a recording TB and reports whether it failed.
 func runCase(c conformance.StoreCase, h conformance.StoreHarness) (bool, []string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	tb := &recTB{name: c.Name, ctx: ctx}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(tb, h)
-	}()
-	<-done
-	cancel()
-	for i := len(tb.cleanups) - 1; i >= 0; i-- {
-		tb.cleanups[i]()
-	}
-	return tb.failed, tb.msgs
+	out := conformance.Record(context.Background(), c.Name, func(tb conformance.TB) { c.Run(tb, h) })
+	return out.Failed, out.Msgs
 }
 
 // naive is a small map-based store with switchable bugs. Unmutated it must pass the whole

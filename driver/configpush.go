@@ -7,19 +7,15 @@ import (
 	"log/slog"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/kernel/render"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
 )
 
-// ConfigTarget is where rendered router files go: a Kubernetes ConfigMap every instance
-// mounts, or a directory in development.
-type ConfigTarget interface {
-	// WriteFiles puts files, rendered for generation, in place all at once (instances
-	// never see half of them). It must not replace files of a newer generation: then it
-	// writes nothing and returns an error wrapping configpush.ErrNewerGeneration.
-	WriteFiles(ctx context.Context, generation uint64, files render.Files) error
-}
+// ConfigTarget is where rendered router files go; the seam lives in adapters
+// (adapters/configmap implements it for a directory).
+//
+// Deprecated: use adapters.ConfigTarget.
+type ConfigTarget = adapters.ConfigTarget
 
 // ErrUnknownInstance is returned for a command naming a router instance the executor
 // cannot find.
@@ -51,7 +47,7 @@ func (e *ConfigPushExecutor) Execute(ctx context.Context, cmd configpush.Command
 	}
 	switch c := cmd.(type) {
 	case configpush.WriteFiles:
-		err := e.Target.WriteFiles(ctx, c.Generation, c.Files)
+		err := newerGeneration(e.Target.WriteFiles(ctx, c.Generation, c.Files))
 		warn(log, err, "writing the router files failed", "step", c.Step, "attempt", c.Attempt)
 		return configpush.FilesWritten{Step: c.Step, Attempt: c.Attempt, Err: err}, true
 	case configpush.Reload:
@@ -98,6 +94,16 @@ func lookup[T any](find func(string) (T, bool), k string) (T, bool) {
 		return zero, false
 	}
 	return find(k)
+}
+
+// newerGeneration makes a target's adapters.ErrNewerGeneration also match
+// configpush.ErrNewerGeneration, which the machine branches on: the seam and the machine
+// each own their sentinel, and the driver is where they meet.
+func newerGeneration(err error) error {
+	if errors.Is(err, adapters.ErrNewerGeneration) && !errors.Is(err, configpush.ErrNewerGeneration) {
+		return fmt.Errorf("%w: %w", configpush.ErrNewerGeneration, err)
+	}
+	return err
 }
 
 func warn(log *slog.Logger, err error, msg string, args ...any) {

@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -238,4 +239,34 @@ func TestRestoreFailureStops(t *testing.T) {
 		driver.Config[configpush.Input]{ID: "ns/app", Store: store, Logger: quiet, Trace: machine.Discard})
 	require.ErrorIs(t, err, driver.ErrRestore)
 	require.ErrorContains(t, err, "push.gen is 0")
+}
+
+// TestConfigPushExecutorNewerGeneration: a target's refusal to go backwards
+// (adapters.ErrNewerGeneration) reaches the machine as configpush.ErrNewerGeneration, which
+// is what makes it end the stale push as superseded instead of retrying it.
+func TestConfigPushExecutorNewerGeneration(t *testing.T) {
+	target := &fakeTarget{}
+	exec := &driver.ConfigPushExecutor{Target: target, Logger: quiet}
+	ctx := context.Background()
+	in, _ := exec.Execute(ctx, configpush.WriteFiles{Step: "g5/files", Attempt: 1, Generation: 5})
+	require.NoError(t, in.(configpush.FilesWritten).Err)
+	in, _ = exec.Execute(ctx, configpush.WriteFiles{Step: "g4/files", Attempt: 1, Generation: 4})
+	err := in.(configpush.FilesWritten).Err
+	require.ErrorIs(t, err, configpush.ErrNewerGeneration)
+	require.ErrorIs(t, err, adapters.ErrNewerGeneration)
+	var ge *adapters.GenerationError
+	require.ErrorAs(t, err, &ge)
+	require.Equal(t, uint64(5), ge.Have)
+
+	// Any other failure is not taken for a newer generation.
+	exec.Target = failingTarget{}
+	in, _ = exec.Execute(ctx, configpush.WriteFiles{Step: "g6/files", Attempt: 1, Generation: 6})
+	require.Error(t, in.(configpush.FilesWritten).Err)
+	require.NotErrorIs(t, in.(configpush.FilesWritten).Err, configpush.ErrNewerGeneration)
+}
+
+type failingTarget struct{}
+
+func (failingTarget) WriteFiles(context.Context, uint64, render.Files) error {
+	return errors.New("disk full")
 }

@@ -25,5 +25,7 @@
 //
 // To run a new machine, write an Executor for its commands (one adapter call per command,
 // no retries) and a Kind that names its constructors and its timer and restart inputs; see
-// the Example. ConfigPush and InDoubt are the kinds of the machines in this repository.
+// the Example. ConfigPush, InDoubt, Cutover and Failover are the kinds of the machines in
+// this repository. A failover hands the generation it stored to a ConfigPush run through
+// PushHandoff, which feeds that run's Inputs.
 package driver

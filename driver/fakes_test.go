@@ -9,7 +9,6 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/kernel/render"
-	"loam.dev/router/machine/configpush"
 )
 
 // fakeTarget is an in-memory ConfigTarget with the generation check a ConfigMap keeps in
@@ -25,7 +24,7 @@ func (f *fakeTarget) WriteFiles(ctx context.Context, gen uint64, files render.Fi
 	defer f.mu.Unlock()
 	f.writes++
 	if gen < f.gen {
-		return fmt.Errorf("fake target holds %d: %w", f.gen, configpush.ErrNewerGeneration)
+		return &adapters.GenerationError{Target: "fake", Have: f.gen, Want: gen}
 	}
 	f.gen = gen
 	return nil

@@ -17,11 +17,10 @@ type PreparedLister interface {
 	Prepared(ctx context.Context) ([]adapters.PreparedXact, error)
 }
 
-// Roster lists a database's live router processes: each one's instance id (PgDog's SHOW
-// INSTANCE_ID) and start time (from the orchestrator: a pod's container startedAt).
-type Roster interface {
-	Processes(ctx context.Context) ([]indoubt.Process, error)
-}
+// Roster lists a database's live router processes; the seam lives in adapters.
+//
+// Deprecated: use adapters.Roster.
+type Roster = adapters.Roster
 
 // AlertSink receives the monitor's alerts. Raise is an upsert by Alert.ID; Clear of an
 // unknown id is not an error. Both may see the same request again (the monitor re-sends
@@ -35,7 +34,7 @@ type AlertSink interface {
 type InDoubtExecutor struct {
 	// Shard finds a shard's backend by the record's shard name (see Lookup).
 	Shard  func(name string) (PreparedLister, bool)
-	Roster Roster
+	Roster adapters.Roster
 	Alerts AlertSink
 	Logger *slog.Logger
 }
@@ -68,7 +67,15 @@ func (e *InDoubtExecutor) Execute(ctx context.Context, cmd indoubt.Command) (ind
 	case indoubt.ListInstances:
 		ps, err := e.Roster.Processes(ctx)
 		warn(log, err, "listing router processes failed", "step", c.Step)
-		return indoubt.Roster{Step: c.Step, Processes: ps, Err: err}, true
+		r := indoubt.Roster{Step: c.Step, Err: err}
+		for _, p := range ps {
+			var at int64
+			if !p.Started.IsZero() {
+				at = p.Started.UnixMilli()
+			}
+			r.Processes = append(r.Processes, indoubt.Process{ID: p.ID, Started: at})
+		}
+		return r, true
 	case indoubt.Alert:
 		err := e.Alerts.Raise(ctx, c)
 		warn(log, err, "raising an alert failed; the monitor sends it again", "step", c.Step, "alert", c.ID)

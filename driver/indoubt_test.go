@@ -37,9 +37,9 @@ func (f *fakeShard) set(xs ...adapters.PreparedXact) {
 	f.mu.Unlock()
 }
 
-type fakeRoster struct{ ps []indoubt.Process }
+type fakeRoster struct{ ps []adapters.RouterProcess }
 
-func (f fakeRoster) Processes(context.Context) ([]indoubt.Process, error) { return f.ps, nil }
+func (f fakeRoster) Processes(context.Context) ([]adapters.RouterProcess, error) { return f.ps, nil }
 
 // fakeSink records what reached it, in order; it refuses the first failFirst requests.
 type fakeSink struct {
@@ -91,7 +91,7 @@ func TestRunInDoubt(t *testing.T) {
 	sink := newFakeSink(1)
 	exec := &driver.InDoubtExecutor{
 		Shard:  driver.Lookup(map[string]driver.PreparedLister{"s0": s0, "s1": s1}),
-		Roster: fakeRoster{[]indoubt.Process{{ID: "0", Started: 1}}},
+		Roster: fakeRoster{[]adapters.RouterProcess{{ID: "0", Started: time.UnixMilli(1)}}},
 		Alerts: sink, Logger: quiet,
 	}
 	store := memstore.New()
@@ -126,4 +126,14 @@ func TestRunInDoubt(t *testing.T) {
 	}
 	require.True(t, first >= 0 && last > first, "raise must reach the sink before its clear: %v", sink.log)
 	require.Positive(t, s0.lists)
+}
+
+// TestInDoubtExecutorRoster: the roster's start times reach the monitor in milliseconds, and
+// an unknown start time as 0, which the monitor reads as unknown (not as 1970).
+func TestInDoubtExecutorRoster(t *testing.T) {
+	started := time.Date(2026, 3, 1, 12, 0, 0, 7_000_000, time.UTC)
+	exec := &driver.InDoubtExecutor{Roster: fakeRoster{[]adapters.RouterProcess{{ID: "0", Started: started}, {ID: "a1b2c3d4"}}}, Logger: quiet}
+	in, reply := exec.Execute(context.Background(), indoubt.ListInstances{Step: "r1/roster"})
+	require.True(t, reply)
+	require.Equal(t, indoubt.Roster{Step: "r1/roster", Processes: []indoubt.Process{{ID: "0", Started: started.UnixMilli()}, {ID: "a1b2c3d4"}}}, in)
 }

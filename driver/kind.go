@@ -32,8 +32,9 @@ type ExecutorFunc[In, Cmd any] func(ctx context.Context, cmd Cmd) (In, bool)
 // Execute calls f.
 func (f ExecutorFunc[In, Cmd]) Execute(ctx context.Context, cmd Cmd) (In, bool) { return f(ctx, cmd) }
 
-// Kind binds one machine type to the driver. ConfigPush and InDoubt return the kinds of
-// this repository's machines; a new machine needs only a Kind of its own (see Example).
+// Kind binds one machine type to the driver. ConfigPush, InDoubt, Cutover and Failover
+// return the kinds of this repository's machines; a new machine needs only a Kind of its
+// own (see Example).
 type Kind[In, Cmd, Snap any] struct {
 	// Name names the kind in snapshot keys ("machine/<Name>/<id>") and in logs.
 	Name string

@@ -354,13 +354,22 @@ func TestRealCausalReads(t *testing.T) {
 		rows := e.sel.Stats()
 		require.Len(t, rows, 2, "one row per physical endpoint")
 		require.ElementsMatch(t, []lsn.Endpoint{endpoint(e.primary), endpoint(e.standby)}, []lsn.Endpoint{rows[0].Endpoint, rows[1].Endpoint})
-		for _, r := range rows {
-			require.True(t, r.Known, "%v", r)
-		}
+		// A poll may time out on a loaded machine (100 ms), which records the endpoint as
+		// unknown and reconnects; what must hold is that the view recovers on its own and
+		// the monitor keeps to one connection per endpoint once it has.
+		require.Eventually(t, func() bool {
+			for _, r := range e.sel.Stats() {
+				if !r.Known {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 20*time.Millisecond, "every endpoint's LSN becomes known: %v", e.sel.Stats())
 		for _, s := range []*pgtest.Server{e.primary, e.standby} {
-			require.Equal(t, "1", s.QueryString(t, "postgres",
-				"SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1", postgres.MonitorApplicationName),
-				"one monitor connection per endpoint")
+			require.Eventually(t, func() bool {
+				return s.QueryString(t, "postgres",
+					"SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1", postgres.MonitorApplicationName) == "1"
+			}, 10*time.Second, 50*time.Millisecond, "one monitor connection per endpoint")
 		}
 	})
 }

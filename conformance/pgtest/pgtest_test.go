@@ -141,3 +141,25 @@ func TestHighestVersionBinDir(t *testing.T) {
 	_, err = highestVersionBinDir(filepath.Join(root, "absent"))
 	require.True(t, errors.Is(err, ErrNoBinaries), "%v", err)
 }
+
+// TestRealShared: one server for many tests, started once, removed by Close.
+func TestRealShared(t *testing.T) {
+	sh := NewShared(WithSetting("max_connections", "20"))
+	a := sh.Get(t)
+	require.Same(t, a, sh.Get(t))
+	require.Equal(t, "20", a.QueryString(t, "postgres", "SHOW max_connections"))
+	require.NoError(t, sh.Close())
+	require.NoDirExists(t, a.DataDir)
+	require.ErrorIs(t, syscall.Kill(a.cmd.Process.Pid, 0), syscall.ESRCH)
+	require.NoError(t, NewShared().Close(), "closing an unstarted Shared")
+}
+
+// TestRealBadSettingQuotesLog: a server that cannot start fails with its log.
+func TestRealBadSettingQuotesLog(t *testing.T) {
+	Start(t).Stop(t) // skips here without binaries
+	s, err := start([]Option{WithSetting("no_such_setting", "1")})
+	require.Nil(t, s)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `unrecognized configuration parameter "no_such_setting"`)
+	require.Contains(t, err.Error(), "exited while starting")
+}

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 )
+
+// errNoOwner means the tests run as root and there is no "postgres" user to run Postgres as.
+var errNoOwner = errors.New("no user to run postgres as")
 
 // owner is the OS account the servers run as: the current one, or "postgres" when the
 // current one is root (Postgres refuses to run as root).
@@ -25,7 +29,7 @@ func currentOwner() (owner, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return owner{}, fmt.Errorf("pgtest: running as root, Postgres must run as another user and %w (create a \"postgres\" user, as the Debian package does)", err)
+		return owner{}, fmt.Errorf("pgtest: running as root, Postgres must run as another user and %w (create a \"postgres\" user, as the Debian package does): %w", err, errNoOwner)
 	}
 	uid, err1 := strconv.Atoi(u.Uid)
 	gid, err2 := strconv.Atoi(u.Gid)

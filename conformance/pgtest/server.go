@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,50 +47,85 @@ const startTimeout = 60 * time.Second
 // LOAM_REQUIRE_REAL=1); any other failure fails the test, quoting the server's log.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	bin := requireBinDir(t)
-	o, err := currentOwner()
+	s, err := start(opts)
 	if err != nil {
-		missing(t, err)
+		fail(t, err)
 	}
-	tmpl, err := templateDir(bin, o)
-	if err != nil {
-		t.Fatalf("pgtest: making the template data directory with initdb: %v", err)
-	}
-	s := newServer(t, bin, o)
-	if err := copyDataDir(o, tmpl, s.DataDir); err != nil {
-		t.Fatal(err)
-	}
-	s.configureAndStart(t, opts)
-	return s
-}
-
-// newServer makes the server's private directory and registers its cleanup.
-func newServer(t testing.TB, bin string, o owner) *Server {
-	t.Helper()
-	root, err := o.mkdir("loam-pgtest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{DataDir: filepath.Join(root, "data"), bin: bin, owner: o, root: root}
 	t.Cleanup(func() {
-		if err := s.shutdown(); err != nil {
+		if err := s.Close(); err != nil {
 			t.Errorf("%v", err)
 		}
-		os.RemoveAll(root)
 	})
 	return s
 }
 
+// fail ends a test whose server could not start: a skip where this machine cannot run one
+// at all, a failure otherwise.
+func fail(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNoBinaries) || errors.Is(err, errNoOwner) {
+		missing(t, err)
+	}
+	t.Fatal(err)
+}
+
+func start(opts []Option) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	o, err := currentOwner()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := templateDir(bin, o)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: making the template data directory with initdb: %w", err)
+	}
+	s, err := newServer(bin, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := copyDataDir(o, tmpl, s.DataDir); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.configureAndStart(opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer makes the server's private directory.
+func newServer(bin string, o owner) (*Server, error) {
+	root, err := o.mkdir("loam-pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	return &Server{DataDir: filepath.Join(root, "data"), bin: bin, owner: o, root: root}, nil
+}
+
+// Close stops the server (fast shutdown) if it runs and removes its files. Start's cleanup
+// calls it; call it yourself only for a server you got from a Shared.
+func (s *Server) Close() error {
+	err := s.shutdown()
+	if rmErr := os.RemoveAll(s.root); rmErr != nil && err == nil {
+		err = fmt.Errorf("pgtest: removing %s: %w", s.root, rmErr)
+	}
+	return err
+}
+
 // configureAndStart writes the settings and starts the postmaster on a free port, trying
 // again on another port if one was taken in the meantime by someone else.
-func (s *Server) configureAndStart(t testing.TB, opts []Option) {
-	t.Helper()
+func (s *Server) configureAndStart(opts []Option) error {
 	var c config
 	for _, opt := range opts {
 		opt(&c)
 	}
-	if err := appendSettings(filepath.Join(s.DataDir, "postgresql.conf"), append(testSettings[:len(testSettings):len(testSettings)], c.settings...)); err != nil {
-		t.Fatal(err)
+	settings := append(slices.Clone(testSettings), c.settings...)
+	if err := appendSettings(filepath.Join(s.DataDir, "postgresql.conf"), settings); err != nil {
+		return err
 	}
 	var err error
 	for range 5 {
@@ -97,9 +133,7 @@ func (s *Server) configureAndStart(t testing.TB, opts []Option) {
 			break
 		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	return err
 }
 
 // appendSettings appends name = 'value' lines to a postgresql.conf.
@@ -250,27 +284,49 @@ func (s *Server) DSN(database string) string {
 // Connect opens a superuser connection to database, closed when the test ends.
 func (s *Server) Connect(t testing.TB, database string) *pgx.Conn {
 	t.Helper()
+	conn := s.connect(t, database)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// connect opens a connection the caller closes.
+func (s *Server) connect(t testing.TB, database string) *pgx.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.DSN(database))
 	if err != nil {
 		t.Fatalf("pgtest: connecting to database %q on port %d: %v", database, s.Port, err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
 
 // Exec runs SQL statements (simple protocol, so several may be separated by semicolons) on
-// database as the superuser, failing the test on error.
+// database as the superuser, on a connection of their own, failing the test on error.
 func (s *Server) Exec(t testing.TB, database, sql string) {
 	t.Helper()
-	conn := s.Connect(t, database)
+	conn := s.connect(t, database)
+	defer conn.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := conn.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatalf("pgtest: on %q, port %d: %s: %v", database, s.Port, sql, err)
 	}
-	conn.Close(ctx)
+}
+
+// QueryString runs a query returning one value, scanned as text, on a connection of its own,
+// failing the test on error.
+func (s *Server) QueryString(t testing.TB, database, sql string, args ...any) string {
+	t.Helper()
+	conn := s.connect(t, database)
+	defer conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out string
+	if err := conn.QueryRow(ctx, sql, args...).Scan(&out); err != nil {
+		t.Fatalf("pgtest: on %q, port %d: %s: %v", database, s.Port, sql, err)
+	}
+	return out
 }
 
 // CreateDatabase creates a database (UTF8, C collation, like the template) on a primary.

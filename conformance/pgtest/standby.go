@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -14,33 +15,39 @@ import (
 // server.
 func (s *Server) StartStandby(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	sb := newServer(t, s.bin, s.owner)
+	sb, err := s.startStandby(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return sb
+}
+
+func (s *Server) startStandby(opts []Option) (*Server, error) {
+	sb, err := newServer(s.bin, s.owner)
+	if err != nil {
+		return nil, err
+	}
 	sb.Standby, sb.primary = true, s
-	err := s.owner.run(s.bin, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+	err = s.owner.run(s.bin, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
 		"-U", "postgres", "-D", sb.DataDir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
 	if err != nil {
-		t.Fatalf("pgtest: making a standby of the server on port %d: %v", s.Port, err)
+		sb.Close()
+		return nil, fmt.Errorf("pgtest: making a standby of the server on port %d: %w", s.Port, err)
 	}
-	sb.configureAndStart(t, opts)
-	return sb
+	if err := sb.configureAndStart(opts); err != nil {
+		sb.Close()
+		return nil, err
+	}
+	return sb, nil
 }
 
 // Primary is the server a standby was made from, nil for a primary.
 func (s *Server) Primary() *Server { return s.primary }
-
-// QueryString runs a query returning one text value, failing the test on error.
-func (s *Server) QueryString(t testing.TB, database, sql string, args ...any) string {
-	t.Helper()
-	conn := s.Connect(t, database)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out string
-	if err := conn.QueryRow(ctx, sql, args...).Scan(&out); err != nil {
-		t.Fatalf("pgtest: on %q, port %d: %s: %v", database, s.Port, sql, err)
-	}
-	conn.Close(ctx)
-	return out
-}
 
 // WaitCaughtUp waits until a standby has replayed everything its primary had written when
 // the call began, or fails the test after timeout. The target is the primary's WAL insert
@@ -52,7 +59,8 @@ func (s *Server) WaitCaughtUp(t testing.TB, timeout time.Duration) {
 		t.Fatalf("pgtest: WaitCaughtUp on the server on port %d, which is not a standby", s.Port)
 	}
 	target := s.primary.QueryString(t, "postgres", "SELECT pg_current_wal_insert_lsn()::text")
-	conn := s.Connect(t, "postgres")
+	conn := s.connect(t, "postgres")
+	defer conn.Close(context.Background())
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,7 +83,8 @@ func (s *Server) WaitCaughtUp(t testing.TB, timeout time.Duration) {
 // Promote turns a standby into a primary (pg_promote, waiting for it to finish).
 func (s *Server) Promote(t testing.TB) {
 	t.Helper()
-	conn := s.Connect(t, "postgres")
+	conn := s.connect(t, "postgres")
+	defer conn.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var ok bool

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/stretchr/testify v1.12.1
+	google.golang.org/protobuf v1.36.11
 	loam.dev/router v0.0.0-00010101000000-000000000000
 	vitess.io/vitess v0.24.4
 )
@@ -13,15 +14,18 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/golang/glog v1.2.5 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/klauspost/compress v1.18.5 // indirect
 	github.com/lmittmann/tint v1.1.3 // indirect
 	github.com/mattn/go-isatty v0.0.21 // indirect
+	github.com/pires/go-proxyproto v0.11.0 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20250313105119-ba97887b0a25 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.43.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260414002931-afd174a4e478 // indirect
 	google.golang.org/grpc v1.80.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 )
 
 replace loam.dev/router => ../..
+
+exclude github.com/DataDog/opentelemetry-mapping-go/pkg/otlp/attributes v0.33.0

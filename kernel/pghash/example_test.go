@@ -49,6 +49,17 @@ func ExampleRow() {
 	// 0 0
 }
 
+func ExampleShardOfKey() {
+	// The shard of a key held as text, typed by its column type.
+	typ, err := pghash.ParseType("uuid")
+	if err != nil {
+		panic(err)
+	}
+	shard, err := pghash.ShardOfKey(typ, "{123E4567-E89B-12D3-A456-426614174000}", 5)
+	fmt.Println(shard, err)
+	// Output: 1 <nil>
+}
+
 func ExampleParseKey() {
 	// A key held as text, typed by its column type.
 	typ, _ := pghash.ParseType("bigint")

@@ -129,3 +129,14 @@ func parseInt(text string, bitSize int, typ string) (int64, error) {
 	}
 	return -int64(mag), nil // for mag == limit this wraps to the minimum, which is right
 }
+
+// ShardOfKey is the shard, among shards, of a one-column key of type t written as text: the
+// typed counterpart of ShardOfInt8, ShardOfText and ShardOfUUID for callers that hold keys the
+// way configuration and SQL do.
+func ShardOfKey(t Type, text string, shards uint64) (uint64, error) {
+	r, err := ParseKey(t, text)
+	if err != nil {
+		return 0, err
+	}
+	return r.Remainder(shards), nil
+}

@@ -130,9 +130,9 @@ func TestPartitionVectors(t *testing.T) {
 		require.Equal(t, want, row.Remainder(modulus), "Row, "+at)
 		pt, err := ParseType(typ)
 		require.NoError(t, err)
-		parsed, err := ParseKey(pt, input)
+		byKey, err := ShardOfKey(pt, input, modulus)
 		require.NoError(t, err)
-		require.Equal(t, want, parsed.Remainder(modulus), "ParseKey, "+at)
+		require.Equal(t, want, byKey, "ShardOfKey, "+at)
 		count[typ]++
 	}
 	require.Equal(t, map[string]int{"int8": 1200, "int4": 1200, "text": 1200, "uuid": 1200}, count)

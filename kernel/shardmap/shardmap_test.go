@@ -27,7 +27,7 @@ func pgHash(n int) *sm.Record {
 	return sm.NewPgHash("app", sm.Key{Column: "customer_id", Type: sm.Bigint, Tables: []string{"orders"}}, bs...)
 }
 
-func vindex(t testing.TB, n int) *sm.Record {
+func vindex(t require.TestingT, n int) *sm.Record {
 	bs := make([]sm.Backend, n)
 	for i := range bs {
 		bs[i] = sm.Backend{Host: fmt.Sprintf("10.1.0.%d", i), Port: 3306, Database: "vt_commerce", Tablet: fmt.Sprintf("zone1-%010d", 100+i)}

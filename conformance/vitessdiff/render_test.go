@@ -1,9 +1,8 @@
-// Package vitessdiff checks what kernel/render writes for Vitess with Vitess's own code
-// (vitess.io/vitess v0.24.4): vtgate's static auth file through the AuthServerStatic that
-// vtgate runs, and the VSchema through the parser and builder vtctld's ApplyVSchema uses.
-// It is a module of its own so that the main module does not depend on Vitess; run it with
-// `cd kernel/render/testdata/vitessdiff && go test ./...`.
 package vitessdiff
+
+// These tests check what kernel/render writes for Vitess with Vitess's own code: vtgate's
+// static auth file through the AuthServerStatic that vtgate runs, and the VSchema through
+// the parser and builder vtctld's ApplyVSchema uses.
 
 import (
 	"math/rand/v2"

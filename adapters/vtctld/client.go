@@ -1,0 +1,203 @@
+package vtctld
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	topodatapb "vitess.io/vitess/go/vt/proto/topodata"
+	vschemapb "vitess.io/vitess/go/vt/proto/vschema"
+	vtctldatapb "vitess.io/vitess/go/vt/proto/vtctldata"
+	vtctlservicepb "vitess.io/vitess/go/vt/proto/vtctlservice"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/keyrange"
+)
+
+// Config says how to reach vtctld.
+type Config struct {
+	// Addr is vtctld's gRPC address, host:port (the port of its --grpc-port flag).
+	Addr string
+	// TLS, when set, secures the connection: vtctld serves TLS when started with
+	// --grpc-cert and --grpc-key, and asks for a client certificate with --grpc-ca (set
+	// Certificates then). Nil connects in plaintext, as vtctld serves without those flags.
+	TLS *tls.Config
+	// Timeout bounds every call, whatever the caller's context allows (default
+	// DefaultTimeout): a vtctld that hangs fails the call instead of holding the machine.
+	Timeout time.Duration
+	// DialOptions are appended to the client's own (transport credentials), e.g.
+	// interceptors or keepalive parameters.
+	DialOptions []grpc.DialOption
+}
+
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 30 * time.Second
+
+// Client is an adapters.VitessControl over one vtctld. It is safe for concurrent use.
+type Client struct {
+	addr    string
+	conn    *grpc.ClientConn
+	rpc     vtctlservicepb.VtctldClient
+	timeout time.Duration
+}
+
+var _ adapters.VitessControl = (*Client)(nil)
+
+// Dial makes a client for cfg.Addr. It does not connect: the connection is made by the
+// first call and remade after failures, so a vtctld that is down fails calls
+// (adapters.ErrUnreachable) rather than Dial.
+func Dial(cfg Config) (*Client, error) {
+	if cfg.Addr == "" {
+		return nil, errors.New("vtctld: Config.Addr is empty; give vtctld's gRPC address, host:port")
+	}
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("vtctld: client for %s: %w", cfg.Addr, err)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{addr: cfg.Addr, conn: conn, rpc: vtctlservicepb.NewVtctldClient(conn), timeout: timeout}, nil
+}
+
+// Close closes the connection; calls in flight fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// TabletExternallyReparented makes tablet the primary of keyspace/shard in Vitess's
+// topology, after checking with GetTablets that the tablet is one of keyspace/shard's.
+func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard, tablet string) (adapters.Reparented, error) {
+	fail := func(op string, err error, fix string) (adapters.Reparented, error) {
+		return adapters.Reparented{}, c.error(op, keyspace, shard, tablet, err, fix)
+	}
+	alias, err := adapters.ParseTabletAlias(tablet)
+	if err != nil {
+		return fail("TabletExternallyReparented", err, "give the promoted primary's tablet alias, as vtctldclient GetTablets prints it")
+	}
+	pb := &topodatapb.TabletAlias{Cell: alias.Cell, Uid: alias.UID}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	got, err := c.rpc.GetTablets(ctx, &vtctldatapb.GetTabletsRequest{TabletAliases: []*topodatapb.TabletAlias{pb}, Strict: true})
+	if err != nil {
+		return fail("GetTablets", err, "")
+	}
+	var t *topodatapb.Tablet
+	for _, x := range got.GetTablets() {
+		if x.GetAlias().GetCell() == alias.Cell && x.GetAlias().GetUid() == alias.UID {
+			t = x
+		}
+	}
+	if t == nil {
+		return fail("GetTablets", fmt.Errorf("%w: vtctld lists no tablet %s", adapters.ErrNotFound, alias),
+			"start the promoted primary's vttablet, or give the alias of the tablet in front of it")
+	}
+	if t.GetKeyspace() != keyspace || !strings.EqualFold(t.GetShard(), shard) {
+		return fail("GetTablets", fmt.Errorf("%w: tablet %s serves %s/%s", adapters.ErrWrongShard, alias, t.GetKeyspace(), t.GetShard()),
+			"nothing was reparented; give a tablet of "+keyspace+"/"+shard)
+	}
+
+	resp, err := c.rpc.TabletExternallyReparented(ctx, &vtctldatapb.TabletExternallyReparentedRequest{Tablet: pb})
+	if err != nil {
+		return fail("TabletExternallyReparented", err, "")
+	}
+	out := adapters.Reparented{Keyspace: resp.GetKeyspace(), Shard: resp.GetShard(), NewPrimary: aliasString(resp.GetNewPrimary()), OldPrimary: aliasString(resp.GetOldPrimary())}
+	if out.Keyspace != keyspace || !strings.EqualFold(out.Shard, shard) || out.NewPrimary != alias.String() {
+		return out, c.error("TabletExternallyReparented", keyspace, shard, tablet,
+			fmt.Errorf("%w: vtctld reparented %s/%s to %s", adapters.ErrWrongShard, out.Keyspace, out.Shard, out.NewPrimary),
+			"the tablet moved between the check and the reparent; inspect both shards with vtctldclient GetTablets")
+	}
+	return out, nil
+}
+
+func aliasString(a *topodatapb.TabletAlias) string {
+	if a == nil {
+		return ""
+	}
+	return adapters.TabletAlias{Cell: a.GetCell(), UID: a.GetUid()}.String()
+}
+
+// SrvKeyspace returns the serving partitions of keyspace in cell, from GetSrvKeyspaces.
+func (c *Client) SrvKeyspace(ctx context.Context, keyspace, cell string) ([]adapters.SrvPartition, error) {
+	if cell == "" {
+		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", errors.New("no cell given"), "name the cell whose serving graph to read, e.g. zone1")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.rpc.GetSrvKeyspaces(ctx, &vtctldatapb.GetSrvKeyspacesRequest{Keyspace: keyspace, Cells: []string{cell}})
+	if err != nil {
+		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", err, "")
+	}
+	srv, ok := resp.GetSrvKeyspaces()[cell]
+	if !ok || srv == nil {
+		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", fmt.Errorf("%w: no SrvKeyspace in cell %s", adapters.ErrNotFound, cell),
+			"build the serving graph: vtctldclient RebuildKeyspaceGraph "+keyspace+" (the cell must be registered with AddCellInfo)")
+	}
+	var out []adapters.SrvPartition
+	for _, p := range srv.GetPartitions() {
+		part := adapters.SrvPartition{Type: adapters.TabletType(p.GetServedType())}
+		for _, ref := range p.GetShardReferences() {
+			r, err := shardRange(ref)
+			if err != nil {
+				return nil, c.error("GetSrvKeyspaces", keyspace, ref.GetName(), "", err, "")
+			}
+			part.Shards = append(part.Shards, adapters.SrvShard{Name: ref.GetName(), Range: r})
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+// shardRange reads a shard reference's key range; a shard without one (an unsharded
+// keyspace's "0") covers everything.
+func shardRange(ref *topodatapb.ShardReference) (keyrange.Range, error) {
+	kr := ref.GetKeyRange()
+	if kr == nil || len(kr.GetStart()) == 0 && len(kr.GetEnd()) == 0 {
+		if r, err := keyrange.Parse(ref.GetName()); err == nil && r.IsFull() {
+			return r, nil
+		}
+		return keyrange.Full(), nil
+	}
+	r, err := keyrange.Parse(hex.EncodeToString(kr.GetStart()) + "-" + hex.EncodeToString(kr.GetEnd()))
+	if err != nil {
+		return keyrange.Range{}, fmt.Errorf("vtctld: shard %q: key range: %w", ref.GetName(), err)
+	}
+	return r, nil
+}
+
+// ApplyVSchema applies vschema, the JSON of vschema.Keyspace, to keyspace with strict set.
+func (c *Client) ApplyVSchema(ctx context.Context, keyspace string, vschema []byte) error {
+	var ks vschemapb.Keyspace
+	if err := protojson.Unmarshal(vschema, &ks); err != nil {
+		return c.error("ApplyVSchema", keyspace, "", "", fmt.Errorf("the VSchema is not the JSON of vschema.Keyspace: %w", err),
+			"nothing was sent; render the VSchema with kernel/render.Vitess")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.rpc.ApplyVSchema(ctx, &vtctldatapb.ApplyVSchemaRequest{Keyspace: keyspace, VSchema: &ks, Strict: true})
+	if err != nil {
+		return c.error("ApplyVSchema", keyspace, "", "", err, "")
+	}
+	if unknown := resp.GetUnknownVindexParams(); len(unknown) > 0 {
+		var names []string
+		for vindex, l := range unknown {
+			names = append(names, vindex+": "+strings.Join(l.GetParams(), ","))
+		}
+		return c.error("ApplyVSchema", keyspace, "", "", fmt.Errorf("vtctld reports unknown vindex parameters (%s)", strings.Join(names, "; ")),
+			"remove them from the VSchema")
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package cutover
+
+import (
+	"strconv"
+
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+)
+
+// Command is what the machine asks the driver to do. Commands returned by one On call are
+// independent of each other: the driver may run them in parallel, in any order. Every
+// command but Alert, Done and the timer commands must be answered exactly once, with the
+// input its doc names, carrying the command's Step; a call that times out is answered with
+// an error. Before executing the commands of an On call the driver persists Snapshot(), so
+// that a restarted driver can Restore and feed Restarted (see Restarted).
+//
+// Step ids are deterministic: "<db>/<g>/<stage>[/<target>]", where g is the generation the
+// cutover started from, with "#<n>" after it for the n-th attempt of the step (n ≥ 2).
+// A command re-sent after a restart is the same attempt and keeps its step id, so an
+// executor can recognise it; a retry after a failed answer is a new attempt with its own,
+// so that the answer to each attempt is told from a late or repeated answer to an earlier
+// one. Every command is idempotent on the systems it touches except Cutover, which the
+// machine never repeats blindly.
+//
+// An answer must be final: answer a command, even with an error, only once its attempt has
+// taken effect or never will (a Fence whose call timed out is answered once its session on
+// the server has ended, or once a server-side statement or lock timeout shorter than the
+// call's has run out). The machine settles a step only on the answer of the attempt in
+// flight and never sends the command that undoes another (Unfence after Fence, Resume
+// after Pause, and the other way round) while an attempt of it is unanswered; a fence or a
+// hold is a switch that whichever command runs last decides, and an attempt still running
+// after its answer could run after the command that was meant to undo it.
+type Command interface {
+	isCommand()
+	String() string
+}
+
+// WriteRecord asks for a compare-and-set of Record on the shard map store, expecting the
+// stored version Expect (adapters.ShardMapStore.CAS). Answer with RecordWritten; on
+// *adapters.ConflictError put its Current in RecordWritten.Conflict.
+type WriteRecord struct {
+	Step   string
+	Expect uint64
+	Record *shardmap.Record
+}
+
+// CopyData asks the designated instance to start copying Source into Destination:
+// PgDog's COPY_DATA <source> <destination> <publication> <slot>, which syncs schema,
+// copies, then replicates until an explicit CUTOVER (RESHARD is not used: it cuts over on
+// its own, on one instance). Slot is deterministic, so a retried CopyData can find the task
+// it started. Answer with CopyStarted.
+type CopyData struct {
+	Step, Instance                         string
+	Source, Destination, Publication, Slot string
+}
+
+// PollCopy asks for the copy task's state (SHOW TASKS, the row whose id is Task) and the
+// lag of Slot (SHOW REPLICATION_SLOTS, lag_bytes of the row named Slot). Answer with
+// CopyPolled.
+type PollCopy struct {
+	Step, Instance string
+	Task           int64
+	Slot           string
+}
+
+// Pause asks one instance to hold new queries for Database (RouterInstance.Pause; PgDog:
+// PAUSE <db>). They queue, they do not fail. Answer with Reply.
+type Pause struct {
+	Step, Instance, Database string
+}
+
+// Fence asks one shard's backend to stop Role from writing (ShardBackend.FenceWrites:
+// ALTER ROLE <role> NOLOGIN, then pg_terminate_backend for the role's sessions, including
+// sessions that SET ROLE to it, verified gone). Answer with Reply.
+type Fence struct {
+	Step, Shard string
+	Backend     shardmap.Backend
+	Role        string
+}
+
+// Unfence asks one shard's backend to let Role log in again (ShardBackend.UnfenceWrites).
+// Answer with Reply.
+type Unfence struct {
+	Step, Shard string
+	Backend     shardmap.Backend
+	Role        string
+}
+
+// Cutover asks the designated instance to cut over Task (PgDog: CUTOVER <task>): it drains,
+// swaps the two databases' names in that instance's routing, starts the reverse stream and
+// clears that instance's maintenance holds. Answer with Reply. The driver must not retry it
+// on its own: on any error the machine asks ListTasks what happened.
+type Cutover struct {
+	Step, Instance string
+	Task           int64
+}
+
+// ListTasks asks for every root task on the instance (SHOW TASKS, rows whose scope is
+// root, each mapped with ClassifyTask). Answer with TasksListed.
+type ListTasks struct {
+	Step, Instance string
+}
+
+// WriteFiles asks for the files rendered from Record (kernel/render) to be written where
+// every instance reads them on start (the ConfigMap, or the directory in development).
+// Answer with Reply. It is sent only once Record is stored, so an instance that restarts at
+// any moment afterwards routes by a published generation.
+type WriteFiles struct {
+	Step       string
+	Generation uint64
+	Record     *shardmap.Record
+}
+
+// Reload asks one instance to route by Generation: put the files rendered from Record
+// where it reads them and RELOAD (RouterInstance.Apply). PgDog re-reads only the files it
+// was started with, so the files come first. The designated instance is never reloaded
+// after a CUTOVER: its routing was swapped in memory, and a reload would rebuild the pools
+// the reverse stream uses. Answer with Reply.
+type Reload struct {
+	Step, Instance string
+	Generation     uint64
+	Record         *shardmap.Record
+}
+
+// Resume asks one instance to release what Pause held (RouterInstance.Resume; PgDog:
+// RESUME <db>). Answer with Reply.
+type Resume struct {
+	Step, Instance, Database string
+}
+
+// StopTask asks the instance to stop Task (PgDog: STOP_TASK <task>, which for the reverse
+// stream drops its slot). "task not found" is success: the task is gone either way. Answer
+// with Reply.
+type StopTask struct {
+	Step, Instance string
+	Task           int64
+}
+
+// Alert asks for an operator's attention; nothing is answered. The machine goes on (it
+// keeps retrying, or has already taken the safe branch); Reason says what is wrong and what
+// to look at.
+type Alert struct {
+	Step, Reason string
+}
+
+// Done reports the end of the cutover; nothing is answered and the machine ignores every
+// later input. Generation is the record's generation at the end: hand it to ConfigPush (a
+// finalize or a rollback stores a generation that drops the reshard destination, which the
+// cutover does not push itself). Missed lists instances that
+// did not pause (they were kept off the source by the fence), Lagging those that did not
+// reload (they reach no shard until they restart or ConfigPush moves them) and Unresumed
+// those that did not answer RESUME.
+type Done struct {
+	Outcome    Outcome
+	Generation uint64
+	Reason     string
+	Missed     []string
+	Lagging    []string
+	Unresumed  []string
+}
+
+// SetTimer asks the driver to feed TimerFired{ID} once its clock reaches At.
+type SetTimer struct{ machine.SetTimer }
+
+// CancelTimer asks the driver to drop a pending timer; a TimerFired that raced it is
+// ignored by the machine.
+type CancelTimer struct{ machine.CancelTimer }
+
+// Outcome is how a cutover ended.
+type Outcome uint8
+
+const (
+	// Finalized: the database serves the target layout (routed by generation g+1, stored
+	// without the reshard destination at g+2, which Done names for ConfigPush), the reverse
+	// stream is stopped and the retired shards' fence is cleared.
+	Finalized Outcome = iota + 1
+	// RolledBack: a failure before the point of no return; the database serves the source
+	// layout (stored at generation g+1 without the reshard destination, which Done names
+	// for ConfigPush), unfenced, every reachable instance resumed.
+	RolledBack
+	// Reversed: after the point of no return the operator chose Reverse; the database
+	// serves the source layout at generation g+2 and the target's shards stay fenced.
+	Reversed
+	// Aborted: nothing was changed (the start request was invalid, or the record was not
+	// the one the request named).
+	Aborted
+	// Halted: the machine cannot tell a safe way forward: someone moved the record to
+	// another generation while the cutover was publishing. Instances stay paused and the
+	// source stays fenced, so no write can be lost; an operator must decide (Reason says
+	// what). Commands that merely keep failing never halt: they are retried with an Alert.
+	Halted
+)
+
+var outcomeNames = []string{Finalized: "finalized", RolledBack: "rolled_back", Reversed: "reversed", Aborted: "aborted", Halted: "halted"}
+
+func (o Outcome) String() string {
+	if o != 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+func (WriteRecord) isCommand() {}
+func (CopyData) isCommand()    {}
+func (PollCopy) isCommand()    {}
+func (Pause) isCommand()       {}
+func (Fence) isCommand()       {}
+func (Unfence) isCommand()     {}
+func (Cutover) isCommand()     {}
+func (ListTasks) isCommand()   {}
+func (WriteFiles) isCommand()  {}
+func (Reload) isCommand()      {}
+func (Resume) isCommand()      {}
+func (StopTask) isCommand()    {}
+func (Alert) isCommand()       {}
+func (Done) isCommand()        {}
+func (SetTimer) isCommand()    {}
+func (CancelTimer) isCommand() {}
+
+func (c WriteRecord) String() string {
+	r := c.Record
+	return "WriteRecord step=" + c.Step + " expect=" + u(c.Expect) + " gen=" + u(r.Generation) + " phase=" + r.State.Phase.String() + stateSuffix(r)
+}
+
+func stateSuffix(r *shardmap.Record) string {
+	s := ""
+	if r.State.To != 0 {
+		s += " to=" + u(r.State.To)
+	}
+	if r.State.Step != 0 {
+		s += " at=" + r.State.Step.String()
+	}
+	return s
+}
+
+func (c CopyData) String() string {
+	return "CopyData step=" + c.Step + " instance=" + c.Instance + " src=" + c.Source + " dst=" + c.Destination + " pub=" + c.Publication + " slot=" + c.Slot
+}
+func (c PollCopy) String() string {
+	return "PollCopy step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task) + " slot=" + c.Slot
+}
+func (c Pause) String() string {
+	return "Pause step=" + c.Step + " instance=" + c.Instance + " db=" + c.Database
+}
+func (c Fence) String() string {
+	return "Fence step=" + c.Step + " shard=" + c.Shard + " backend=" + backendAddr(c.Backend) + " role=" + c.Role
+}
+func (c Unfence) String() string {
+	return "Unfence step=" + c.Step + " shard=" + c.Shard + " backend=" + backendAddr(c.Backend) + " role=" + c.Role
+}
+func (c Cutover) String() string {
+	return "Cutover step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task)
+}
+func (c ListTasks) String() string { return "ListTasks step=" + c.Step + " instance=" + c.Instance }
+func (c WriteFiles) String() string {
+	return "WriteFiles step=" + c.Step + " gen=" + u(c.Generation)
+}
+func (c Reload) String() string {
+	return "Reload step=" + c.Step + " instance=" + c.Instance + " gen=" + u(c.Generation)
+}
+func (c Resume) String() string {
+	return "Resume step=" + c.Step + " instance=" + c.Instance + " db=" + c.Database
+}
+func (c StopTask) String() string {
+	return "StopTask step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task)
+}
+func (c Alert) String() string { return "Alert step=" + c.Step + " reason=" + c.Reason }
+func (c Done) String() string {
+	s := "Done outcome=" + c.Outcome.String() + " gen=" + u(c.Generation)
+	if c.Reason != "" {
+		s += " reason=" + c.Reason
+	}
+	for _, l := range []struct {
+		k string
+		v []string
+	}{{"missed", c.Missed}, {"lagging", c.Lagging}, {"unresumed", c.Unresumed}} {
+		if len(l.v) > 0 {
+			s += " " + l.k + "=" + join(l.v)
+		}
+	}
+	return s
+}
+func (c SetTimer) String() string    { return "SetTimer id=" + c.ID + " at=" + i64(c.At) }
+func (c CancelTimer) String() string { return "CancelTimer id=" + c.ID }
+
+func backendAddr(b shardmap.Backend) string {
+	return b.Host + ":" + strconv.Itoa(int(b.Port)) + "/" + b.Database
+}
+
+func u(v uint64) string  { return strconv.FormatUint(v, 10) }
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+func join(v []string) string {
+	s := "("
+	for i, x := range v {
+		if i > 0 {
+			s += ","
+		}
+		s += x
+	}
+	return s + ")"
+}

@@ -1,0 +1,102 @@
+// Package cutover moves a PgDog database served by N instances from its source layout to
+// a resharded target layout (§6.4 of the design), with a fence in the backend so that an
+// instance that misses a step can fail a write but never lose one.
+//
+// PgDog's own RESHARD cuts traffic over on one instance only. The machine coordinates N:
+//
+//  1. Copy and catch up on the designated instance d: COPY_DATA into <db>__reshard_<g>
+//     (rendered everywhere at generation g, unused by clients), then poll SHOW TASKS and
+//     SHOW REPLICATION_SLOTS until the slot's lag is at most LagThreshold, within
+//     CatchUpDeadline.
+//  2. Pause <db> on every instance: new queries queue.
+//  3. Fence every source shard: ALTER ROLE <app> NOLOGIN, then terminate the role's
+//     sessions. An instance that still routes to a source shard now gets 28000 on connect
+//     and 57P01 in flight: its writes fail instead of being lost.
+//  4. CUTOVER <task> on d: d swaps the two databases' names in memory and starts the
+//     reverse stream (new shards to old). This is the point of no return.
+//  5. Publish generation g+1 by compare-and-set, write the files, RELOAD every other
+//     instance.
+//  6. Resume <db> on every instance.
+//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence, store g+2 without
+//     the reshard destination) or Reverse
+//     (steps 2–6 the other way: pause, fence the new shards, CUTOVER the reverse stream,
+//     publish g+2 = the old layout, reload, unfence the old shards, resume).
+//
+// Before the point of no return any failure rolls back to serving the source: RELOAD d from
+// the files of generation g if a CUTOVER was attempted (its swap lives only in d's memory),
+// unfence, resume, stop the copy, give the record back to serving the source layout (at
+// g+1, since dropping the reshard target changes the files; Done names the generation for
+// ConfigPush). After it there is no
+// going back without the reverse stream: only forward, or Reverse.
+//
+// # Defined outcomes
+//
+//   - A CAS conflict when publishing: if the stored record is the machine's own (a retry
+//     whose first try landed), it carries on; if someone rewrote it without changing the
+//     generation or phase, the write is made again on top of it; otherwise the machine halts
+//     (Outcome Halted) with every instance paused and the source fenced.
+//   - An instance unreachable at step 2 (other than d) is listed in Done.Missed and the
+//     cutover goes on: the fence keeps it off the source. d unreachable there rolls back.
+//   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
+//     routes to fenced shards (errors, not lost writes) until it restarts and reads the
+//     files, which are written before any RELOAD. Finalize then keeps the fence on.
+//   - d not answering the PAUSE after its CUTOVER (repause) does not stop the cutover:
+//     d already routes to the new shards, the old ones are fenced, and the reverse stream
+//     carries what d writes back to them until finalize.
+//   - A fence that fails on one shard rolls back: every source shard is unfenced again
+//     (UnfenceWrites is idempotent) before any instance resumes, and only once the last
+//     fence attempt on each has answered: an Unfence sent while a Fence is still out could
+//     be overtaken by it, leaving the shard fenced under resumed instances.
+//   - A late or repeated answer to an earlier attempt of a step (a timed-out call whose
+//     reply turns up, a transport that delivers twice) is ignored: each attempt has its
+//     own step id ("…#2"), and only the answer of the attempt in flight settles the step,
+//     so no command is sent that an attempt still out could land after (an Unfence after
+//     a Fence, a Resume after a Pause, a Fence of the next Reverse after an Unfence).
+//   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
+//     machine lists d's tasks. The copy task still waiting means it did not take (sent again
+//     up to Attempts); finished, or a newer stream, means it did; failed means roll back
+//     (and RELOAD d first, because a swap may have happened before the failure).
+//   - A daemon restart between any two steps: Restore the last Snapshot and feed
+//     Restarted; every command still unanswered is sent again with the same step id, and
+//     every timer is set again. Every command is idempotent except CUTOVER (see above) and
+//     COPY_DATA, which after a restart first adopts an active copy task on d if there is one.
+//   - Commands whose success is required (the record, the files, releasing a fence,
+//     putting d back on the files' routing) are retried until they succeed, with an Alert
+//     once Attempts is exhausted; the fence and the holds keep every write safe meanwhile.
+//
+// # Facts that differ from the seed design
+//
+// The design (§6.4) names RESHARD and SHOW REPLICATION. PgDog's RESHARD cuts over on its own
+// on one instance, so the machine uses COPY_DATA followed by an explicit CUTOVER <task>; and
+// the resharding lag is in SHOW REPLICATION_SLOTS (SHOW REPLICATION is streaming-replica
+// lag). CUTOVER acts on one instance and clears every maintenance hold on it, so d is paused
+// again right after it (stage "repause"). RELOAD re-reads only the files PgDog was started
+// with, so files are written first; PgDog reports no generation, so the machine's record is
+// the truth and d is never reloaded after its CUTOVER (a reload would rebuild the pools the
+// reverse stream uses). PgDog lowercases every admin command, so the publication and the
+// database must be lower case; the slot is named loam_<db>_<g> so a retried COPY_DATA can
+// be recognised.
+//
+// # The driver loop
+//
+//	m := cutover.New()
+//	cmds := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
+//	for !done {
+//	    persist(m.Snapshot())      // before executing, so a restart resumes here
+//	    for _, c := range cmds {   // independent: run them in parallel
+//	        go execute(c)          // each answers with the input its doc names
+//	    }
+//	    in := next()               // an answer, a TimerFired, Finalize or Reverse
+//	    cmds = m.On(ctx, in)
+//	}
+//
+// After a crash: m := cutover.Restore(loaded); cmds := m.On(ctx, cutover.Restarted{}).
+//
+// # Spec
+//
+// Spec: Cutover. Actions: Start, Begin, CopyData, Adopt, Poll, CaughtUp, Timeout, Pause,
+// Fence, Cutover, Resolve, Publish, Rebase, WriteFiles, Reload, Unfence, Resume, Finalize,
+// StopTask, GraceOver, FenceKept, Finish, Reverse, ReverseRefused, ReverseAborted, Rollback,
+// Abandon, Restart, Halt, Done. Results of commands carry ok=true|false (and err when
+// false); events of the reverse direction carry reverse=true.
+package cutover

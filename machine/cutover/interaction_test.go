@@ -1,0 +1,440 @@
+package cutover_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/cutover"
+)
+
+// TestInteraction replays the scripts in testdata/interaction/. Each script drives one cutover
+// through the world model; the output is every command the machine issued and every spec
+// event it emitted, plus any invariant the world saw broken. Regenerate with -rewrite and
+// read the diff before committing it.
+func TestInteraction(t *testing.T) {
+	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
+		h := &harness{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return h.handle(t, d)
+		})
+	})
+}
+
+// harness plays the driver: it keeps the commands in flight, the timers and the clock,
+// and answers through the world model.
+type harness struct {
+	m       *cutover.Machine
+	w       *world
+	rec     *machine.Recorder
+	now     int64
+	rng     *rand.Rand
+	pending []cutover.Command
+	answers []cutover.Input // every answer delivered since start, for late
+	timers  map[string]int64
+	mutant  bool
+	seen    []string // every violation since start
+	out     strings.Builder
+}
+
+func (h *harness) ctx() *machine.Ctx {
+	return &machine.Ctx{Now: h.now, Rand: h.rng, Trace: h.rec}
+}
+
+// step feeds one input and prints what it produced under a header.
+func (h *harness) step(header string, in cutover.Input) {
+	cmds := h.m.On(h.ctx(), in)
+	fmt.Fprintf(&h.out, "> %s\n", header)
+	h.record(cmds)
+}
+
+func (h *harness) record(cmds []cutover.Command) {
+	for _, e := range h.rec.Take() {
+		fmt.Fprintf(&h.out, "  spec %s\n", e)
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
+		switch c := c.(type) {
+		case cutover.SetTimer:
+			h.timers[c.ID] = c.At
+		case cutover.CancelTimer:
+			delete(h.timers, c.ID)
+		case cutover.Done:
+			h.w.checkEnd(c)
+		case cutover.Alert:
+		default:
+			h.w.send(c)
+			h.pending = append(h.pending, c)
+		}
+	}
+	for _, v := range h.w.violations {
+		fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
+	}
+	h.seen = append(h.seen, h.w.violations...)
+	h.w.violations = nil
+}
+
+func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
+	h.out.Reset()
+	switch d.Cmd {
+	case "start":
+		h.start(t, d)
+	case "deliver":
+		h.deliver(t, d)
+	case "stabilize":
+		h.stabilize(t, d)
+	case "late":
+		h.late(t, d)
+	case "conflict":
+		h.conflict(t, d)
+	case "tick":
+		var ms int64
+		d.ScanArgs(t, "ms", &ms)
+		h.now += ms
+		h.fireDue()
+	case "restart":
+		h.restart(t, d)
+	case "finalize":
+		h.step("finalize", cutover.Finalize{})
+	case "reverse":
+		h.step("reverse", cutover.Reverse{})
+	case "world":
+		if d.HasArg("lag") {
+			d.ScanArgs(t, "lag", &h.w.lag)
+		}
+		if d.HasArg("sync-polls") {
+			d.ScanArgs(t, "sync-polls", &h.w.syncPolls)
+		}
+		h.printWorld()
+	case "task":
+		// Set a task's state on the designated instance: task id=7 state=cutting_over.
+		var id int64
+		var st string
+		d.ScanArgs(t, "id", &id)
+		d.ScanArgs(t, "state", &st)
+		states := map[string]cutover.TaskState{"syncing": cutover.TaskSyncing, "replicating": cutover.TaskReplicating,
+			"cutting_over": cutover.TaskCuttingOver, "finished": cutover.TaskFinished, "failed": cutover.TaskFailed,
+			"cancelled": cutover.TaskCancelled}
+		ts, ok := states[st]
+		if !ok {
+			t.Fatalf("unknown task state %q", st)
+		}
+		h.w.tasks[id] = ts
+		h.printWorld()
+	case "expect-violation":
+		// The input text must occur in a violation seen since start: a mutant script
+		// asserts that its invariant tripped, whatever the golden output says.
+		for _, v := range h.seen {
+			if strings.Contains(v, strings.TrimSpace(d.Input)) {
+				return "caught\n"
+			}
+		}
+		t.Errorf("%s: no violation contains %q; seen %q", d.Pos, d.Input, h.seen)
+		return "not caught\n"
+	case "pending":
+		for _, c := range h.pending {
+			fmt.Fprintf(&h.out, "%s\n", c)
+		}
+	default:
+		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+	}
+	if h.mutant {
+		return h.out.String()
+	}
+	if strings.Contains(h.out.String(), "!! violation") {
+		t.Errorf("%s: invariant broken without a mutant:\n%s", d.Pos, h.out.String())
+	}
+	return h.out.String()
+}
+
+func (h *harness) start(t *testing.T, d *datadriven.TestData) {
+	instances := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
+	if d.HasArg("instances") {
+		instances = nil
+		d.ScanArgs(t, "instances", &instances)
+	}
+	designated := instances[0]
+	if d.HasArg("designated") {
+		d.ScanArgs(t, "designated", &designated)
+	}
+	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 10_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
+	if d.HasArg("finalize-after") {
+		d.ScanArgs(t, "finalize-after", &opts.FinalizeAfter)
+	}
+	if d.HasArg("mutant") {
+		var mu string
+		d.ScanArgs(t, "mutant", &mu)
+		h.mutant = true
+		switch mu {
+		case "skip-fence":
+			opts.Mutants.SkipFence = true
+		case "publish-before-cutover":
+			opts.Mutants.PublishBeforeCutover = true
+		case "resume-before-publish":
+			opts.Mutants.ResumeBeforePublish = true
+		case "files-before-publish":
+			opts.Mutants.FilesBeforePublish = true
+		case "skip-designated-reload":
+			opts.Mutants.SkipDesignatedReload = true
+		case "retry-reuses-step":
+			opts.Mutants.RetryReusesStep = true
+		default:
+			t.Fatalf("unknown mutant %q", mu)
+		}
+	}
+	rec := fixture()
+	if d.HasArg("phase") {
+		rec.State.Phase = 1 // serving: an invalid start
+		rec.Target = nil
+		rec.State.To = 0
+	}
+	h.m = cutover.New()
+	h.seen = nil
+	h.w = newWorld(fixture(), instances, designated)
+	h.rec = &machine.Recorder{}
+	h.now = 1000
+	h.rng = rand.New(rand.NewPCG(1, 2))
+	h.timers = map[string]int64{}
+	h.pending = nil
+	h.answers = nil
+	pub := "app_pub"
+	if d.HasArg("publication") {
+		d.ScanArgs(t, "publication", &pub)
+	}
+	h.step("start", cutover.Start{Record: rec, Plan: cutover.Plan{
+		Designated: designated, Instances: instances, Role: "app", Publication: pub, Options: opts,
+	}})
+}
+
+// deliver answers the commands in flight whose step matches match (all by default), in
+// the order they were issued; count= answers only that many of them, and those matching
+// hold= stay in flight. fail= makes
+// matching ones fail with err=; applied= makes a failing one take effect anyway;
+// swap-fail= makes a Cutover swap routing and then fail.
+func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
+	match, hold, fail, applied, swapFail, msg := "*", "", "", "", "", "unreachable"
+	for _, a := range []struct {
+		k string
+		v *string
+	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}} {
+		if d.HasArg(a.k) {
+			d.ScanArgs(t, a.k, a.v)
+		}
+	}
+	count := -1
+	if d.HasArg("count") {
+		d.ScanArgs(t, "count", &count)
+	}
+	batch := h.pending
+	h.pending = nil
+	for _, c := range batch {
+		step := stepOf(c)
+		if !glob(match, step) || hold != "" && glob(hold, step) || count == 0 {
+			h.pending = append(h.pending, c)
+			continue
+		}
+		count--
+		var err error
+		header := "ok " + step
+		in := cutover.Input(nil)
+		switch {
+		case swapFail != "" && glob(swapFail, step):
+			h.w.swapAndFail(c.(cutover.Cutover))
+			err = errors.New(msg)
+			in = cutover.Reply{Step: step, Err: err}
+			header = "swap-fail " + step + ": " + msg
+		case fail != "" && glob(fail, step):
+			err = errors.New(msg)
+			header = "fail " + step + ": " + msg
+			if applied != "" && glob(applied, step) {
+				header += " (applied)"
+			}
+		}
+		if in == nil {
+			in = h.w.apply(c, err, applied != "" && glob(applied, step))
+		}
+		h.answers = append(h.answers, in)
+		h.step(header, in)
+	}
+}
+
+// late feeds again the last answer delivered whose step matches match=: the late or
+// repeated answer of an earlier attempt (a timed-out call whose reply turns up, a
+// transport that delivers twice). The world does not change.
+func (h *harness) late(t *testing.T, d *datadriven.TestData) {
+	var match string
+	d.ScanArgs(t, "match", &match)
+	for i := len(h.answers) - 1; i >= 0; i-- {
+		if step := inputStep(h.answers[i]); glob(match, step) {
+			h.step("late "+step, h.answers[i])
+			return
+		}
+	}
+	t.Fatalf("%s: no answer delivered matches %q", d.Pos, match)
+}
+
+// stabilize answers everything in flight and fires every timer (moving the clock to
+// it) until nothing is in flight and no timer is set, or the cutover is done. Commands
+// whose step matches fail= keep failing, those matching hold= stay in flight; rounds=
+// bounds the loop (default 50).
+func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
+	rounds := 50
+	if d.HasArg("rounds") {
+		d.ScanArgs(t, "rounds", &rounds)
+	}
+	hold := ""
+	if d.HasArg("hold") {
+		d.ScanArgs(t, "hold", &hold)
+	}
+	for range rounds {
+		if _, done := h.m.Done(); done {
+			return
+		}
+		if slices.ContainsFunc(h.pending, func(c cutover.Command) bool { return hold == "" || !glob(hold, stepOf(c)) }) {
+			h.deliver(t, d)
+			continue
+		}
+		at := int64(-1)
+		for _, v := range h.timers {
+			if at < 0 || v < at {
+				at = v
+			}
+		}
+		if at < 0 {
+			return
+		}
+		h.now = max(h.now, at)
+		h.fireDue()
+	}
+}
+
+// conflict makes a pending WriteRecord lose its compare-and-set. kind=own: its first try
+// landed and the answer was lost; rebase: someone rewrote the record without changing it;
+// other: someone moved the record to another generation.
+func (h *harness) conflict(t *testing.T, d *datadriven.TestData) {
+	var kind string
+	d.ScanArgs(t, "kind", &kind)
+	for i, c := range h.pending {
+		wr, ok := c.(cutover.WriteRecord)
+		if !ok {
+			continue
+		}
+		h.pending = slices.Delete(h.pending, i, i+1)
+		switch kind {
+		case "own":
+			h.w.apply(wr, nil, false)
+		case "rebase":
+			h.w.store.Version++
+		case "other":
+			h.w.store.Version++
+			h.w.store.Generation += 7
+			h.w.foreign = true
+		default:
+			t.Fatalf("unknown conflict kind %q", kind)
+		}
+		h.step("conflict "+kind+" "+wr.Step, h.w.apply(wr, nil, false))
+		return
+	}
+	t.Fatalf("%s: no WriteRecord in flight", d.Pos)
+}
+
+func (h *harness) fireDue() {
+	for {
+		id, at := "", int64(0)
+		for k, v := range h.timers {
+			if v <= h.now && (id == "" || v < at || v == at && k < id) {
+				id, at = k, v
+			}
+		}
+		if id == "" {
+			return
+		}
+		delete(h.timers, id)
+		h.step("timer "+id, cutover.TimerFired{ID: id})
+	}
+}
+
+// restart persists the snapshot as JSON, drops every command in flight and every timer
+// (the driver died), restores, and feeds Restarted. apply= lets matching commands in
+// flight take effect first (they ran; their answers were lost).
+func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
+	apply := ""
+	if d.HasArg("apply") {
+		d.ScanArgs(t, "apply", &apply)
+	}
+	for _, c := range h.pending {
+		if apply != "" && glob(apply, stepOf(c)) {
+			h.w.apply(c, nil, false)
+		}
+	}
+	h.w.crash()
+	h.pending = nil
+	h.timers = map[string]int64{}
+	b, err := json.Marshal(h.m.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s cutover.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	h.m, err = cutover.Restore(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.step("restart", cutover.Restarted{})
+}
+
+func (h *harness) printWorld() {
+	w := h.w
+	fmt.Fprintf(&h.out, "store gen=%d version=%d phase=%v files=%d\n", w.store.Generation, w.store.Version, w.store.State.Phase, w.files)
+	for _, i := range w.instances {
+		fmt.Fprintf(&h.out, "%s routes=%s paused=%v\n", i, w.routes[i], w.paused[i])
+	}
+	var fenced []string
+	for _, s := range append(slices.Clone(w.src), w.dst...) {
+		if w.fenced[s] {
+			fenced = append(fenced, s)
+		}
+	}
+	fmt.Fprintf(&h.out, "fenced=%v cut=%v rcut=%v lag=%d\n", fenced, w.cut, w.rcut, w.lag)
+	var ids []int64
+	for id := range w.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		fmt.Fprintf(&h.out, "task %s %v\n", strconv.FormatInt(id, 10), w.tasks[id])
+	}
+}
+
+// glob matches s against a pattern where * stands for any run of characters.
+func glob(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for i, p := range parts[1:] {
+		if i == len(parts)-2 {
+			return strings.HasSuffix(s, p)
+		}
+		j := strings.Index(s, p)
+		if j < 0 {
+			return false
+		}
+		s = s[j+len(p):]
+	}
+	return true
+}

@@ -1,0 +1,86 @@
+package cutover
+
+// Options tune the cutover. Zero values take the defaults named on each field.
+type Options struct {
+	// LagThreshold is the replication slot lag, in bytes, at or under which the copy
+	// counts as caught up and instances are paused. Default 1,000,000 (PgDog's own
+	// cutover_traffic_stop_threshold default).
+	LagThreshold int64
+	// PollEvery is the interval between catch-up polls and between ListTasks polls while
+	// a CUTOVER is in progress, in ms. Default 1000.
+	PollEvery int64
+	// CatchUpDeadline bounds step 1, in ms from the first CopyData: a copy that has not
+	// caught up by then is rolled back. Default 6 h.
+	CatchUpDeadline int64
+	// RetryAfter is the base delay before a failed command is sent again, in ms; each
+	// retry waits RetryAfter plus up to RetryAfter/2 of jitter from ctx.Rand. Default 500.
+	RetryAfter int64
+	// Attempts is how many times a command is sent before its failure counts. After
+	// the point of no return, commands that must succeed (the record, the files, the
+	// fence's release) are retried beyond it with an Alert. Default 3.
+	Attempts int
+	// Grace is how long finalize waits between stopping the reverse stream and clearing
+	// the fence on the retired shards, in ms. Default 60,000.
+	Grace int64
+	// FinalizeAfter, when positive, finalizes on its own that many ms after every instance
+	// has resumed, unless Reverse arrives first. Zero waits for Finalize or Reverse.
+	FinalizeAfter int64
+	// Mutants break the protocol on purpose, for the simulator's checkers to prove they
+	// catch it. Never set them outside tests.
+	Mutants Mutants
+}
+
+// Mutants are deliberate protocol bugs. Each one must trip a named invariant in a test.
+type Mutants struct {
+	// SkipFence leaves the source shards writable (step 3 is skipped): a router that missed
+	// the cutover keeps writing to the old shards. Trips "publish only after every source
+	// shard is fenced".
+	SkipFence bool
+	// PublishBeforeCutover publishes g+1, writes files and reloads before CUTOVER on the
+	// designated instance. Trips "publish only after CUTOVER succeeded".
+	PublishBeforeCutover bool
+	// ResumeBeforePublish resumes every instance right after CUTOVER, before g+1 is
+	// published. Trips "resume only after the generation is published".
+	ResumeBeforePublish bool
+	// FilesBeforePublish writes the files (and reloads) before the compare-and-set that
+	// publishes their generation: an instance restarting in between routes by a generation
+	// the store does not have. Trips "files only for a published generation".
+	FilesBeforePublish bool
+	// ReverseReusesGeneration publishes the reverse at the source's old generation g
+	// instead of g+2. Trips "generations only increase".
+	ReverseReusesGeneration bool
+	// SkipDesignatedReload rolls back without reloading the designated instance after a
+	// CUTOVER that failed: if the CUTOVER had swapped its routing, it keeps writing to the
+	// new shards while the others write to the unfenced old ones. Trips "writes never reach
+	// both layouts" (testdata/interaction/mutants.txt).
+	SkipDesignatedReload bool
+	// RetryReusesStep sends every attempt of a step under the first attempt's step id, as
+	// the machine once did: a late or repeated answer to an earlier attempt settles the
+	// attempt in flight, so a rollback unfences a shard (or resumes an instance) while a
+	// Fence (or Pause) on it is still out and can land after it. Trips "sent while ... is
+	// in flight on shard" (and "on instance"), "resumed while shard ... is fenced" and
+	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants).
+	RetryReusesStep bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.LagThreshold <= 0 {
+		o.LagThreshold = 1_000_000
+	}
+	if o.PollEvery <= 0 {
+		o.PollEvery = 1000
+	}
+	if o.CatchUpDeadline <= 0 {
+		o.CatchUpDeadline = 6 * 3600 * 1000
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = 500
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	if o.Grace <= 0 {
+		o.Grace = 60_000
+	}
+	return o
+}

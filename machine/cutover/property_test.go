@@ -1,0 +1,339 @@
+package cutover_test
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/cutover"
+)
+
+// chooser is where a run's choices come from: rapid (shrinkable) or a seeded rng.
+type chooser interface {
+	pick(n int, label string) int
+}
+
+type rapidChooser struct{ t *rapid.T }
+
+func (c rapidChooser) pick(n int, label string) int {
+	return rapid.IntRange(0, n-1).Draw(c.t, label)
+}
+
+type rngChooser struct{ r *rand.Rand }
+
+func (c rngChooser) pick(n int, _ string) int { return c.r.IntN(n) }
+
+// runConfig is one random cutover: its shape and how hostile the world is.
+type runConfig struct {
+	instances  int
+	designated int
+	attempts   int
+	finalize   int // after resume: 0 finalize, 1 reverse, 2 finalize on its own after a delay
+	chaos      int // steps of the hostile phase
+	mutants    cutover.Mutants
+	foreign    bool // allow writes to the record by someone else (may halt or abort)
+	trace      *machine.Recorder
+	deadline   int64 // CatchUpDeadline; 0 means 60 s
+}
+
+// runResult is what a run saw.
+type runResult struct {
+	done       *cutover.Done
+	violations []string
+	log        []string
+	published  bool
+}
+
+// run drives one cutover through the world. In the hostile phase every command may fail
+// (having taken effect or not), answers come in any order, stale answers are repeated,
+// the driver restarts, timers fire late and the operator decides at random moments. Then
+// the world turns reliable and the cutover must end.
+func run(c chooser, cfg runConfig) runResult {
+	var names []string
+	for i := range cfg.instances {
+		names = append(names, fmt.Sprintf("pgdog-%d", i+1))
+	}
+	d := names[cfg.designated]
+	w := newWorld(fixture(), names, d)
+	w.lag = int64(c.pick(3000, "lag"))
+	w.syncPolls = c.pick(3, "syncPolls")
+	if cfg.deadline == 0 {
+		cfg.deadline = 60_000
+	}
+	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: cfg.deadline, RetryAfter: 100,
+		Attempts: cfg.attempts, Grace: 5000, Mutants: cfg.mutants}
+	if cfg.finalize == 2 {
+		opts.FinalizeAfter = 3000
+	}
+	var res runResult
+	m := cutover.New()
+	rng := rand.New(rand.NewPCG(7, 9))
+	now := int64(1000)
+	var pending []cutover.Command
+	var answered []cutover.Input
+	timers := map[string]int64{}
+	feed := func(in cutover.Input) {
+		var sink machine.TraceSink = machine.Discard
+		if cfg.trace != nil {
+			sink = cfg.trace
+		}
+		cmds := m.On(&machine.Ctx{Now: now, Rand: rng, Trace: sink}, in)
+		for _, cmd := range cmds {
+			res.log = append(res.log, cmd.String())
+			switch cmd := cmd.(type) {
+			case cutover.SetTimer:
+				timers[cmd.ID] = cmd.At
+			case cutover.CancelTimer:
+				delete(timers, cmd.ID)
+			case cutover.Done:
+				res.done = &cmd
+				w.checkEnd(cmd)
+			case cutover.Alert:
+			case cutover.WriteRecord:
+				if cmd.Record.Generation == w.g+1 {
+					res.published = true
+				}
+				pending = append(pending, cmd)
+			default:
+				w.send(cmd)
+				pending = append(pending, cmd)
+			}
+		}
+	}
+	fire := func() bool {
+		id, at := "", int64(0)
+		for k, v := range timers {
+			if id == "" || v < at || v == at && k < id {
+				id, at = k, v
+			}
+		}
+		if id == "" {
+			return false
+		}
+		delete(timers, id)
+		now = max(now, at)
+		feed(cutover.TimerFired{ID: id})
+		return true
+	}
+	feed(cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: d, Instances: names, Role: "app", Publication: "app_pub", Options: opts}})
+
+	for i := 0; res.done == nil && i < cfg.chaos; i++ {
+		switch k := c.pick(100, "action"); {
+		case k < 60 && len(pending) > 0:
+			j := c.pick(len(pending), "which")
+			cmd := pending[j]
+			pending = slices.Delete(pending, j, j+1)
+			var in cutover.Input
+			switch f := c.pick(20, "fault"); {
+			case f < 13:
+				in = w.apply(cmd, nil, false)
+			case f < 17:
+				in = w.apply(cmd, errors.New("unreachable"), c.pick(2, "applied") == 1)
+			case f < 18:
+				if cut, ok := cmd.(cutover.Cutover); ok {
+					w.swapAndFail(cut)
+					in = cutover.Reply{Step: cut.Step, Err: errors.New("58000 cutover failed")}
+				} else {
+					in = w.apply(cmd, nil, false)
+				}
+			default:
+				if _, ok := cmd.(cutover.WriteRecord); ok && cfg.foreign {
+					w.store.Version++ // a harmless rewrite: the machine rebases
+					if c.pick(4, "foreignGen") == 0 {
+						w.store.Generation += 10
+						w.foreign = true
+					}
+				}
+				in = w.apply(cmd, nil, false)
+			}
+			answered = append(answered, in)
+			feed(in)
+		case k < 63 && len(answered) > 0:
+			feed(answered[c.pick(len(answered), "stale")]) // a duplicate or late answer
+		case k < 80:
+			now += int64(c.pick(2500, "advance"))
+			for id, at := range timers {
+				if at <= now {
+					delete(timers, id)
+					feed(cutover.TimerFired{ID: id})
+					break
+				}
+			}
+		case k < 83:
+			for _, cmd := range pending {
+				if c.pick(2, "ranBeforeCrash") == 1 {
+					w.apply(cmd, nil, false)
+				}
+			}
+			w.crash()
+			pending, answered, timers = nil, nil, map[string]int64{}
+			b, err := json.Marshal(m.Snapshot())
+			if err != nil {
+				panic(err)
+			}
+			var s cutover.Snapshot
+			if err := json.Unmarshal(b, &s); err != nil {
+				panic(err)
+			}
+			m, err = cutover.Restore(s)
+			if err != nil {
+				panic(err)
+			}
+			feed(cutover.Restarted{})
+		case k < 85:
+			if c.pick(2, "decision") == 0 {
+				feed(cutover.Finalize{})
+			} else {
+				feed(cutover.Reverse{})
+			}
+		case k < 90:
+			// The late answer of an earlier attempt of a step whose retry is in flight:
+			// the retry has not run yet, so it says nothing about it.
+			var late []cutover.Input
+			for _, in := range answered {
+				if slices.ContainsFunc(pending, func(p cutover.Command) bool { return baseStep(stepOf(p)) == baseStep(inputStep(in)) }) {
+					late = append(late, in)
+				}
+			}
+			if len(late) > 0 {
+				feed(late[c.pick(len(late), "late")])
+			}
+		}
+	}
+	// The world turns reliable: answer everything, fire timers, decide.
+	reversed := false
+	for i := 0; res.done == nil && i < 5000; i++ {
+		if len(pending) > 0 {
+			cmd := pending[0]
+			pending = pending[1:]
+			feed(w.apply(cmd, nil, false))
+			continue
+		}
+		if fire() {
+			continue
+		}
+		if cfg.finalize == 1 && !reversed {
+			reversed = true
+			feed(cutover.Reverse{})
+			continue
+		}
+		feed(cutover.Finalize{}) // also when Reverse was refused
+		if len(pending) == 0 && len(timers) == 0 && res.done == nil {
+			res.violations = append(res.violations, "stuck: nothing in flight, no timer, not done")
+			break
+		}
+	}
+	if res.done == nil {
+		res.violations = append(res.violations, "no Done after the world turned reliable")
+	}
+	res.violations = append(res.violations, w.violations...)
+	return res
+}
+
+func drawConfig(t *rapid.T) runConfig {
+	n := rapid.IntRange(1, 4).Draw(t, "instances")
+	return runConfig{
+		instances:  n,
+		designated: rapid.IntRange(0, n-1).Draw(t, "designated"),
+		attempts:   rapid.IntRange(1, 3).Draw(t, "attempts"),
+		finalize:   rapid.IntRange(0, 2).Draw(t, "finalize"),
+		chaos:      rapid.IntRange(0, 300).Draw(t, "chaos"),
+		foreign:    rapid.Bool().Draw(t, "foreign"),
+	}
+}
+
+// TestPropertySafety: whatever the replies, restarts and decisions, the cutover never
+// publishes g+1 before every source shard is fenced and CUTOVER took effect, never
+// resumes an instance before its generation is published and the shards it routes to
+// are unfenced, never lets writes reach both layouts, never moves a generation back,
+// never writes files for an unpublished generation, and always ends once the world is
+// reliable, in a state that matches its outcome.
+func TestPropertySafety(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		res := run(rapidChooser{t}, cfg)
+		if len(res.violations) > 0 {
+			t.Fatalf("config %+v\nviolations:\n  %s\nlog:\n  %s", cfg, strings.Join(res.violations, "\n  "), strings.Join(res.log, "\n  "))
+		}
+	})
+}
+
+// TestPropertyOutcomes: without foreign writers to the record, a cutover never halts or
+// aborts, and a reliable world reaches the outcome that was asked for unless a failure
+// rolled it back first.
+func TestPropertyOutcomes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		cfg.foreign = false
+		res := run(rapidChooser{t}, cfg)
+		if len(res.violations) > 0 || res.done == nil {
+			t.Fatalf("config %+v\nviolations:\n  %s\nlog:\n  %s", cfg, strings.Join(res.violations, "\n  "), strings.Join(res.log, "\n  "))
+		}
+		switch res.done.Outcome {
+		case cutover.Finalized, cutover.RolledBack, cutover.Reversed:
+		default:
+			t.Fatalf("outcome %v (%s) without foreign writers\n%s", res.done.Outcome, res.done.Reason, strings.Join(res.log, "\n"))
+		}
+		if cfg.chaos == 0 {
+			want := map[int]cutover.Outcome{0: cutover.Finalized, 1: cutover.Reversed, 2: cutover.Finalized}[cfg.finalize]
+			require.Equal(t, want, res.done.Outcome, "a reliable world must reach the decision: %s", res.done.Reason)
+		}
+	})
+}
+
+// TestMutantsTripInvariants: every mutant of the protocol is caught by the invariant
+// named for it, within a bounded number of seeds (each one, in fact, on the first
+// reliable run, but RetryReusesStep: it needs a late answer to an earlier attempt while
+// the retry is in flight, which a run meets in a few percent of seeds).
+func TestMutantsTripInvariants(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mutant    cutover.Mutants
+		invariant string
+		seeds     uint64 // default 20
+		chaos     int    // default 40
+	}{
+		{"SkipFence", cutover.Mutants{SkipFence: true}, "is not fenced", 0, 0},
+		{"SkipFence/split", cutover.Mutants{SkipFence: true}, "split brain", 0, 0},
+		{"PublishBeforeCutover", cutover.Mutants{PublishBeforeCutover: true}, "published before CUTOVER took effect", 0, 0},
+		{"ResumeBeforePublish", cutover.Mutants{ResumeBeforePublish: true}, "is not published (CUTOVER took effect)", 0, 0},
+		{"ResumeBeforePublish/fenced", cutover.Mutants{ResumeBeforePublish: true}, "of the stored generation 4 is fenced", 0, 0},
+		{"PublishBeforeCutover/reverse", cutover.Mutants{PublishBeforeCutover: true}, "before the reverse CUTOVER took effect", 0, 0},
+		{"FilesBeforePublish", cutover.Mutants{FilesBeforePublish: true}, "files for generation 5 written while the store has 4", 0, 0},
+		{"ReverseReusesGeneration", cutover.Mutants{ReverseReusesGeneration: true}, "generation goes back from 5 to 4", 0, 0},
+		{"ReverseReusesGeneration/store", cutover.Mutants{ReverseReusesGeneration: true}, "record refused by the store", 0, 0},
+		{"RetryReusesStep/fence", cutover.Mutants{RetryReusesStep: true}, "is in flight on shard", 200, 200},
+		{"RetryReusesStep/hold", cutover.Mutants{RetryReusesStep: true}, "is in flight on instance", 200, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seeds, chaos := cmp.Or(tc.seeds, 20), cmp.Or(tc.chaos, 40)
+			caught := 0
+			for seed := range seeds {
+				cfg := runConfig{instances: 3, attempts: 2, chaos: chaos, mutants: tc.mutant, finalize: int(seed % 2)}
+				res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, cfg)
+				for _, v := range res.violations {
+					if strings.Contains(v, tc.invariant) {
+						caught++
+						break
+					}
+				}
+			}
+			require.Positive(t, caught, "mutant %s never tripped %q in %d seeds", tc.name, tc.invariant, seeds)
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		for seed := range uint64(20) {
+			res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, runConfig{instances: 3, attempts: 2, chaos: 40})
+			require.Empty(t, res.violations, "seed %d", seed)
+		}
+	})
+}

@@ -1,0 +1,456 @@
+package cutover_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/cutover"
+)
+
+// world is a model of what the cutover drives: the store, the PgDog instances (routing,
+// holds, tasks) and the shards' fences. It answers commands the way the real systems do
+// and checks, after every effect, the invariants the cutover exists to keep. The
+// interaction scripts and the properties both play the driver through it.
+type world struct {
+	g          uint64 // the generation the cutover starts from
+	src, dst   []string
+	instances  []string
+	designated string
+
+	store     *shardmap.Record
+	files     uint64            // generation of the files on the shared volume
+	fenced    map[string]bool   // shard -> fenced
+	routes    map[string]string // instance -> "src" | "dst"
+	paused    map[string]bool
+	tasks     map[int64]cutover.TaskState
+	slotTask  int64 // the task replicating into the deterministic slot
+	nextTask  int64
+	copyTask  int64
+	stream    int64 // reverse stream started by the forward CUTOVER
+	restream  int64 // stream started by the reverse CUTOVER
+	cut, rcut bool  // the forward / reverse CUTOVER took effect
+	written   int   // records the cutover stored
+	foreign   bool  // someone else moved the record to another generation
+	polls     int
+	lag       int64 // lag reported once replicating
+	syncPolls int   // polls spent syncing before replicating
+	// inflight are the fence and hold commands sent and not yet executed (nor lost in a
+	// crash of the driver), in the order they were sent.
+	inflight []cutover.Command
+
+	violations []string
+}
+
+func newWorld(rec *shardmap.Record, instances []string, designated string) *world {
+	w := &world{
+		g: rec.Generation, instances: instances, designated: designated,
+		store: rec.Clone(), files: rec.Generation,
+		fenced: map[string]bool{}, routes: map[string]string{}, paused: map[string]bool{},
+		tasks: map[int64]cutover.TaskState{}, nextTask: 7,
+	}
+	for _, s := range rec.Shards {
+		w.src = append(w.src, s.Name)
+	}
+	for _, s := range rec.Target.Shards {
+		w.dst = append(w.dst, s.Name)
+	}
+	for _, i := range instances {
+		w.routes[i] = "src"
+	}
+	return w
+}
+
+func (w *world) violate(format string, a ...any) {
+	w.violations = append(w.violations, fmt.Sprintf(format, a...))
+}
+
+func (w *world) layoutOf(r *shardmap.Record) string {
+	if slices.ContainsFunc(r.Shards, func(s shardmap.Shard) bool { return slices.Contains(w.dst, s.Name) }) {
+		return "dst"
+	}
+	return "src"
+}
+
+func (w *world) shards(l string) []string {
+	if l == "dst" {
+		return w.dst
+	}
+	return w.src
+}
+
+// live reports whether some instance routes to layout l and some shard of l takes writes.
+func (w *world) live(l string) bool {
+	routed := false
+	for _, i := range w.instances {
+		routed = routed || w.routes[i] == l
+	}
+	return routed && slices.ContainsFunc(w.shards(l), func(s string) bool { return !w.fenced[s] })
+}
+
+// checkSplit is the fence's reason to exist: never can writes reach both layouts.
+func (w *world) checkSplit(after string) {
+	if w.live("src") && w.live("dst") {
+		w.violate("split brain after %s: routes=%v fenced=%v", after, w.routes, w.fenced)
+	}
+}
+
+// holdOf names the switch a command turns and which way: a shard's fence (Fence on,
+// Unfence off) or an instance's maintenance hold (Pause on; Resume, and CUTOVER, which
+// clears every hold on its instance, off).
+func holdOf(c cutover.Command) (target string, on, ok bool) {
+	switch c := c.(type) {
+	case cutover.Fence:
+		return "shard " + c.Shard, true, true
+	case cutover.Unfence:
+		return "shard " + c.Shard, false, true
+	case cutover.Pause:
+		return "instance " + c.Instance, true, true
+	case cutover.Resume:
+		return "instance " + c.Instance, false, true
+	case cutover.Cutover:
+		return "instance " + c.Instance, false, true
+	}
+	return "", false, false
+}
+
+// send records a command the machine issued. Two commands that turn one switch opposite
+// ways must never be in flight together: commands in flight run in any order (a call
+// that timed out can still run on the server after a later one), so the one sent first
+// may land last and undo the one the machine meant to be the last word.
+func (w *world) send(c cutover.Command) {
+	t, on, ok := holdOf(c)
+	if !ok {
+		return
+	}
+	for _, p := range w.inflight {
+		if pt, pon, _ := holdOf(p); pt == t && pon != on {
+			w.violate("%s sent while %s is in flight on %s: whichever runs last wins", c, p, t)
+		}
+	}
+	w.inflight = append(w.inflight, c)
+}
+
+// settle forgets a command in flight: it ran, or failed for good.
+func (w *world) settle(c cutover.Command) {
+	s := c.String()
+	for i, p := range w.inflight {
+		if p.String() == s {
+			w.inflight = slices.Delete(w.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// crash forgets every command in flight: the driver died; each one ran before it did, or
+// never will.
+func (w *world) crash() { w.inflight = nil }
+
+// apply executes a command's effect on the world and returns the answer the driver
+// feeds back. fail makes the command fail; applied says whether a failed command took
+// effect anyway (the reply was lost, or it failed half-way).
+func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input {
+	w.settle(c)
+	effect := fail == nil || applied
+	switch c := c.(type) {
+	case cutover.WriteRecord:
+		if fail != nil {
+			if applied && c.Expect == w.store.Version {
+				w.writeRecord(c)
+			}
+			return cutover.RecordWritten{Step: c.Step, Err: fail}
+		}
+		if c.Expect != w.store.Version {
+			return cutover.RecordWritten{Step: c.Step, Conflict: w.store.Clone(), Err: errors.New("conflict")}
+		}
+		w.writeRecord(c)
+		return cutover.RecordWritten{Step: c.Step, Version: w.store.Version}
+	case cutover.CopyData:
+		if effect && !(w.slotTask != 0 && w.tasks[w.slotTask] != cutover.TaskCancelled) {
+			w.copyTask, w.slotTask = w.nextTask, w.nextTask
+			w.tasks[w.copyTask] = cutover.TaskSyncing
+			w.nextTask++
+		}
+		return cutover.CopyStarted{Step: c.Step, Task: w.slotTask, Err: fail}
+	case cutover.PollCopy:
+		if fail != nil {
+			return cutover.CopyPolled{Step: c.Step, Err: fail}
+		}
+		st := w.tasks[c.Task]
+		if st == cutover.TaskSyncing {
+			w.polls++
+			if w.polls > w.syncPolls {
+				st = cutover.TaskReplicating
+				w.tasks[c.Task] = st
+			}
+		}
+		lag := int64(-1)
+		if st == cutover.TaskReplicating {
+			lag = w.lag
+			w.lag /= 2 // catching up
+		}
+		return cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: c.Task, State: st}, LagBytes: lag}
+	case cutover.ListTasks:
+		if fail != nil {
+			return cutover.TasksListed{Step: c.Step, Err: fail}
+		}
+		var ts []cutover.Task
+		for id, st := range w.tasks {
+			ts = append(ts, cutover.Task{ID: id, State: st})
+		}
+		slices.SortFunc(ts, func(a, b cutover.Task) int { return int(a.ID - b.ID) })
+		return cutover.TasksListed{Step: c.Step, Tasks: ts}
+	case cutover.Pause:
+		w.paused[c.Instance] = w.paused[c.Instance] || effect
+	case cutover.Resume:
+		if effect {
+			w.checkResume(c.Instance)
+			w.paused[c.Instance] = false
+		}
+	case cutover.Fence:
+		if effect {
+			w.fenced[c.Shard] = true
+		}
+	case cutover.Unfence:
+		if effect {
+			w.fenced[c.Shard] = false
+		}
+	case cutover.Cutover:
+		if effect && !w.cutover(c) && fail == nil {
+			fail = errors.New("task is not a replication task")
+		}
+	case cutover.WriteFiles:
+		if effect {
+			if c.Generation > w.store.Generation {
+				w.violate("files for generation %d written while the store has %d", c.Generation, w.store.Generation)
+			}
+			w.files = c.Generation
+		}
+	case cutover.Reload:
+		if effect {
+			w.routes[c.Instance] = w.layoutOf(c.Record)
+		}
+	case cutover.StopTask:
+		if effect {
+			if st, ok := w.tasks[c.Task]; ok && st != cutover.TaskFinished {
+				w.tasks[c.Task] = cutover.TaskCancelled
+			}
+		}
+	default:
+		return nil
+	}
+	w.checkSplit(c.String())
+	return cutover.Reply{Step: stepOf(c), Err: fail}
+}
+
+func (w *world) writeRecord(c cutover.WriteRecord) {
+	next := c.Record
+	if next.Generation < w.store.Generation {
+		w.violate("generation goes back from %d to %d", w.store.Generation, next.Generation)
+	}
+	// What every ShardMapStore checks inside its compare-and-set (adapters.CheckCAS).
+	if err := next.Validate(); err != nil {
+		w.violate("invalid record written: %v", err)
+	} else if err := next.ValidateNext(w.store); err != nil {
+		w.violate("record refused by the store: %v", err)
+	}
+	if w.layoutOf(next) == "dst" && w.layoutOf(w.store) == "src" {
+		for _, s := range w.src {
+			if !w.fenced[s] {
+				w.violate("generation %d published while source shard %s is not fenced", next.Generation, s)
+			}
+		}
+		if !w.cut {
+			w.violate("generation %d published before CUTOVER took effect on %s", next.Generation, w.designated)
+		}
+	}
+	if w.layoutOf(next) == "src" && w.layoutOf(w.store) == "dst" && !w.rcut {
+		w.violate("generation %d published before the reverse CUTOVER took effect", next.Generation)
+	}
+	r := next.Clone()
+	r.Version = w.store.Version + 1
+	w.store = r
+	w.written++
+}
+
+// checkResume: an instance resumes only onto a published layout whose shards take writes.
+func (w *world) checkResume(inst string) {
+	if w.cut && !w.rcut && w.store.Generation < w.g+1 {
+		w.violate("%s resumed while generation %d is not published (CUTOVER took effect)", inst, w.g+1)
+	}
+	for _, s := range w.shards(w.layoutOf(w.store)) {
+		if w.fenced[s] {
+			w.violate("%s resumed while shard %s of the stored generation %d is fenced", inst, s, w.store.Generation)
+		}
+	}
+}
+
+// cutover models PgDog's CUTOVER on one instance: swap routing, start the reverse stream,
+// clear the instance's holds.
+func (w *world) cutover(c cutover.Cutover) bool {
+	st, ok := w.tasks[c.Task]
+	if !ok || st != cutover.TaskReplicating {
+		return false // "task is not a replication task"
+	}
+	w.tasks[c.Task] = cutover.TaskFinished
+	id := w.nextTask
+	w.nextTask++
+	w.tasks[id] = cutover.TaskReplicating
+	switch {
+	case c.Task == w.copyTask:
+		w.cut, w.stream = true, id
+		w.routes[c.Instance] = "dst"
+	case c.Task == w.stream:
+		w.rcut, w.restream = true, id
+		w.routes[c.Instance] = "src"
+	}
+	w.paused[c.Instance] = false
+	return true
+}
+
+// swapAndFail models a CUTOVER that swapped routing past its point of no return and then
+// failed: the task is marked failed and no stream started.
+func (w *world) swapAndFail(c cutover.Cutover) {
+	w.settle(c)
+	if st := w.tasks[c.Task]; st != cutover.TaskReplicating {
+		return
+	}
+	w.tasks[c.Task] = cutover.TaskFailed
+	if c.Task == w.copyTask {
+		w.routes[c.Instance] = "dst"
+	} else {
+		w.routes[c.Instance] = "src"
+	}
+	w.paused[c.Instance] = false
+	w.checkSplit("a failed CUTOVER")
+}
+
+// checkEnd checks the world against the outcome the machine reported.
+func (w *world) checkEnd(d cutover.Done) {
+	if d.Outcome == cutover.Finalized || d.Outcome == cutover.RolledBack || d.Outcome == cutover.Reversed {
+		for _, i := range w.instances {
+			if w.paused[i] && !slices.Contains(d.Unresumed, i) {
+				w.violate("%v but %s is left paused and not listed unresumed", d.Outcome, i)
+			}
+		}
+	}
+	switch d.Outcome {
+	case cutover.Finalized:
+		w.expectRecord(d, w.g+2, shardmap.Serving)
+		if len(d.Lagging) == 0 {
+			w.expectFence(w.src, false)
+		}
+	case cutover.RolledBack:
+		w.expectRecord(d, w.g+1, shardmap.Serving)
+		if w.layoutOf(w.store) != "src" {
+			w.violate("rolled back but the record routes to the new layout")
+		}
+		w.expectFence(w.src, false)
+		if w.routes[w.designated] != "src" {
+			w.violate("rolled back but %s routes to the new shards", w.designated)
+		}
+	case cutover.Reversed:
+		w.expectRecord(d, w.g+2, shardmap.Serving)
+		w.expectFence(w.src, false)
+		w.expectFence(w.dst, true)
+	case cutover.Aborted:
+		if w.written > 0 && !w.foreign || w.cut || slices.ContainsFunc(w.src, func(s string) bool { return w.fenced[s] }) {
+			w.violate("aborted but the world changed: %d records written, cut %v, fenced %v", w.written, w.cut, w.fenced)
+		}
+	}
+}
+
+func (w *world) expectRecord(d cutover.Done, gen uint64, phase shardmap.Phase) {
+	if w.foreign {
+		return // the record is someone else's now; the machine alerted
+	}
+	if w.store.Generation != gen || d.Generation != gen {
+		w.violate("%v: store generation %d, done says %d, want %d", d.Outcome, w.store.Generation, d.Generation, gen)
+	}
+	if w.store.State.Phase != phase {
+		w.violate("%v: record phase %v, want %v", d.Outcome, w.store.State.Phase, phase)
+	}
+}
+
+func (w *world) expectFence(shards []string, fenced bool) {
+	for _, s := range shards {
+		if w.fenced[s] != fenced {
+			w.violate("shard %s fenced=%v, want %v", s, w.fenced[s], fenced)
+		}
+	}
+}
+
+// stepOf returns a command's step id ("" for commands without one).
+func stepOf(c cutover.Command) string {
+	switch c := c.(type) {
+	case cutover.WriteRecord:
+		return c.Step
+	case cutover.CopyData:
+		return c.Step
+	case cutover.PollCopy:
+		return c.Step
+	case cutover.Pause:
+		return c.Step
+	case cutover.Fence:
+		return c.Step
+	case cutover.Unfence:
+		return c.Step
+	case cutover.Cutover:
+		return c.Step
+	case cutover.ListTasks:
+		return c.Step
+	case cutover.WriteFiles:
+		return c.Step
+	case cutover.Reload:
+		return c.Step
+	case cutover.Resume:
+		return c.Step
+	case cutover.StopTask:
+		return c.Step
+	}
+	return ""
+}
+
+// inputStep returns the step id an answer carries ("" for inputs without one).
+func inputStep(in cutover.Input) string {
+	switch in := in.(type) {
+	case cutover.Reply:
+		return in.Step
+	case cutover.RecordWritten:
+		return in.Step
+	case cutover.CopyStarted:
+		return in.Step
+	case cutover.CopyPolled:
+		return in.Step
+	case cutover.TasksListed:
+		return in.Step
+	}
+	return ""
+}
+
+// baseStep is the step an attempt's step id belongs to: without its "#n".
+func baseStep(s string) string {
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// fixture is a PgDog database "app" at generation 4, resharding from two shards to four.
+func fixture() *shardmap.Record {
+	be := func(host string) shardmap.Backend {
+		return shardmap.Backend{Host: host, Port: 5432, Database: "app"}
+	}
+	key := shardmap.Key{Column: "customer_id", Type: shardmap.Bigint}
+	r := shardmap.NewPgHash("app", key, be("10.0.1.1"), be("10.0.1.2"))
+	r.Version, r.Generation = 12, 4
+	t := shardmap.NewPgHash("app", key, be("10.0.2.1"), be("10.0.2.2"), be("10.0.2.3"), be("10.0.2.4")).Layout
+	for i := range t.Shards {
+		t.Shards[i].Name = fmt.Sprintf("n%d", i)
+	}
+	r.Target = &t
+	r.State = shardmap.State{Phase: shardmap.Resharding, To: 5}
+	return r
+}

@@ -1,0 +1,180 @@
+package failover_test
+
+import (
+	"errors"
+	"fmt"
+
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/failover"
+)
+
+// world models the store, the old primary and Vitess's topology for one failover, and
+// checks the invariants after every effect.
+type world struct {
+	start      *shardmap.Record
+	shard      string
+	promoted   shardmap.Backend
+	attempts   int
+	store      *shardmap.Record
+	fenced     bool // the old primary refuses the application
+	fenceTries int
+	reparented bool            // Vitess takes the promoted tablet as primary
+	pushed     uint64          // generation handed to ConfigPush
+	promotedAt map[uint64]bool // generations stored that name the promoted primary
+	violations []string
+}
+
+func newWorld(rec *shardmap.Record, shard string, promoted shardmap.Backend, attempts int) *world {
+	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}}
+}
+
+func (w *world) violate(format string, a ...any) {
+	w.violations = append(w.violations, fmt.Sprintf(format, a...))
+}
+
+func backendOf(r *shardmap.Record, shard string) (shardmap.Backend, bool) {
+	for _, l := range []*shardmap.Layout{&r.Layout, r.Target} {
+		if l == nil {
+			continue
+		}
+		for _, s := range l.Shards {
+			if s.Name == shard {
+				return s.Backend, true
+			}
+		}
+	}
+	return shardmap.Backend{}, false
+}
+
+func (w *world) apply(c failover.Command, fail error, applied bool) failover.Input {
+	effect := fail == nil || applied
+	switch c := c.(type) {
+	case failover.FenceOld:
+		w.fenceTries++
+		if effect {
+			w.fenced = true
+		}
+		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: fail}
+	case failover.Reparent:
+		if effect {
+			w.reparented = true
+		}
+		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: fail}
+	case failover.WriteRecord:
+		if fail != nil && !applied {
+			return failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: fail}
+		}
+		if c.Expect != w.store.Version {
+			if fail != nil {
+				return failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: fail}
+			}
+			return failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Conflict: w.store.Clone(), Err: errors.New("conflict")}
+		}
+		w.write(c.Record)
+		if fail != nil {
+			return failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: fail}
+		}
+		return failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Version: w.store.Version}
+	case failover.Push:
+		if effect {
+			if !w.promotedAt[c.Generation] || c.Record.Generation != c.Generation {
+				w.violate("pushed generation %d, which no stored record naming the promoted primary has", c.Generation)
+			}
+			w.pushed = c.Generation
+		}
+		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: fail}
+	}
+	return nil
+}
+
+// foreignBump is someone else's write that keeps this shard's backend as it is.
+func (w *world) foreignBump() {
+	w.store.Version++
+	w.store.Generation++
+	if b, _ := backendOf(w.store, w.shard); b.Host == w.promoted.Host && b.Port == w.promoted.Port {
+		w.promotedAt[w.store.Generation] = true
+	}
+}
+
+func (w *world) write(next *shardmap.Record) {
+	if next.Generation <= w.store.Generation {
+		w.violate("generation %d written over %d: generations only increase", next.Generation, w.store.Generation)
+	}
+	if err := next.Validate(); err != nil {
+		w.violate("invalid record written: %v", err)
+	} else if err := next.ValidateNext(w.store); err != nil {
+		w.violate("record refused by the store: %v", err)
+	}
+	if b, _ := backendOf(next, w.shard); b.Host == w.promoted.Host && b.Port == w.promoted.Port {
+		old, _ := backendOf(w.start, w.shard)
+		if !w.fenced && w.fenceTries < w.attempts && (old.Host != w.promoted.Host || old.Port != w.promoted.Port) {
+			w.violate("record repointed before the old primary was fenced or tried %d times", w.attempts)
+		}
+		if w.start.Router.Kind == shardmap.Vitess && !w.reparented {
+			w.violate("record repointed before Vitess reparented the tablet")
+		}
+	}
+	r := next.Clone()
+	r.Version = w.store.Version + 1
+	w.store = r
+	if b, _ := backendOf(r, w.shard); b.Host == w.promoted.Host && b.Port == w.promoted.Port {
+		w.promotedAt[r.Generation] = true
+	}
+}
+
+func (w *world) checkEnd(d failover.Done) {
+	if d.Outcome != failover.Repointed {
+		return
+	}
+	if b, ok := backendOf(w.store, w.shard); !ok || b.Host != w.promoted.Host || b.Port != w.promoted.Port {
+		w.violate("repointed but the store names %s:%d", b.Host, b.Port)
+	}
+	if !w.promotedAt[d.Generation] {
+		w.violate("repointed at generation %d, which no stored record naming the promoted primary has", d.Generation)
+	}
+	if w.start.Router.Kind == shardmap.PgDog && w.pushed != d.Generation {
+		w.violate("repointed at generation %d but ConfigPush has %d", d.Generation, w.pushed)
+	}
+	if w.start.Router.Kind == shardmap.Vitess && !w.reparented {
+		w.violate("repointed but Vitess was never reparented")
+	}
+}
+
+func stepOf(c failover.Command) string {
+	switch c := c.(type) {
+	case failover.FenceOld:
+		return c.Step
+	case failover.Reparent:
+		return c.Step
+	case failover.WriteRecord:
+		return c.Step
+	case failover.Push:
+		return c.Step
+	}
+	return ""
+}
+
+// pgFixture is PgDog database "app" at generation 4 with two shards; s1's primary
+// 10.0.1.2 fails over to its replica 10.0.1.12.
+func pgFixture() (*shardmap.Record, string, shardmap.Backend) {
+	key := shardmap.Key{Column: "customer_id", Type: shardmap.Bigint}
+	r := shardmap.NewPgHash("app", key,
+		shardmap.Backend{Host: "10.0.1.1", Port: 5432, Database: "app", Replicas: []shardmap.Endpoint{{Host: "10.0.1.11", Port: 5432}}},
+		shardmap.Backend{Host: "10.0.1.2", Port: 5432, Database: "app", Replicas: []shardmap.Endpoint{{Host: "10.0.1.12", Port: 5432}, {Host: "10.0.1.22", Port: 5432}}})
+	r.Version, r.Generation = 30, 4
+	return r, "s1", shardmap.Backend{Host: "10.0.1.12", Port: 5432, Database: "app"}
+}
+
+// vtFixture is Vitess keyspace "commerce" at generation 9 with shards -80 and 80-; 80-'s
+// primary tablet zone1-200 fails over to zone1-201.
+func vtFixture() (*shardmap.Record, string, shardmap.Backend) {
+	key := shardmap.Key{Column: "customer_id", Type: shardmap.Bigint}
+	r, err := shardmap.NewVindex("commerce", key, shardmap.VindexHash,
+		shardmap.Backend{Host: "10.0.3.1", Port: 3306, Database: "commerce", Tablet: "zone1-100"},
+		shardmap.Backend{Host: "10.0.3.2", Port: 3306, Database: "commerce", Tablet: "zone1-200"})
+	if err != nil {
+		panic(err)
+	}
+	r.Version, r.Generation = 50, 9
+	return r, "80-", shardmap.Backend{Host: "10.0.3.3", Port: 3306, Database: "commerce", Tablet: "zone1-201"}
+}
