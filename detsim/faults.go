@@ -46,6 +46,8 @@ var Catalogue = []Point{
 		What: "the files parse but applying them fails: the old generation stays loaded and RELOAD answers an error"},
 	{Name: "pgdog.cutover.crash", Base: 0.1, Where: "model.Router.Cutover",
 		What: "the instance crashes during CUTOVER, before or after the swap (chosen at random); the caller sees a reset"},
+	{Name: "pgdog.cutover.fail_after_swap", Base: 0.1, Where: "model.Router.Cutover",
+		What: "the CUTOVER task fails after the in-memory swap, which stays applied, and the instance's holds are cleared (PgDog when saving the config fails); the caller sees an error"},
 
 	// Shard map store (model/store.go).
 	{Name: "store.cas.conflict", Base: 0.1, Where: "model.Store.CAS",

@@ -130,10 +130,11 @@ func NewHost[In, Out any](c *Controller, m machine.Machine[In, Out], cfg HostCon
 func (h *Host[In, Out]) Machine() machine.Machine[In, Out] { return h.m }
 
 // Feed gives the machine one input, at the controller's clock, and executes its commands.
-// Inputs for a controller that is down are dropped (its process is gone).
-func (h *Host[In, Out]) Feed(in In) {
+// An input for a controller that is down is dropped (its process is gone) and Feed returns
+// false.
+func (h *Host[In, Out]) Feed(in In) bool {
 	if !h.c.s.Net.Up(h.c.Node) {
-		return
+		return false
 	}
 	h.Steps++
 	cmds := h.m.On(h.c.s.Ctx(h.c.Offset), in)
@@ -148,6 +149,7 @@ func (h *Host[In, Out]) Feed(in In) {
 			h.exec(cmd)
 		}
 	}
+	return true
 }
 
 // Caller returns a function that feeds an answer back only if the controller process that

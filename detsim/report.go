@@ -72,7 +72,7 @@ func Report(failed Result, sh *Shrunk) string {
 	h := r.History
 	fmt.Fprintf(&b, "HISTORY (%d steps, ends t=%d, trace hash %s)\n", r.Steps, r.End, hex.EncodeToString(r.Hash[:8]))
 	if len(h) > historyTail {
-		fmt.Fprintf(&b, "  ... %d earlier lines (replay with -trace=<file> for all of them)\n", len(h)-historyTail)
+		fmt.Fprintf(&b, "  ... %d earlier lines (replay with -simtrace=<file> for all of them)\n", len(h)-historyTail)
 		h = h[len(h)-historyTail:]
 	}
 	for _, line := range h {

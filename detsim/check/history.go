@@ -69,7 +69,10 @@ type Op struct {
 	Complete int64
 	Outcome  Outcome
 	Err      string
-	Reads    [][]int64
+	// Code is the backend's SQLSTATE when the error carried one, Backend the backend.
+	Code    string
+	Backend string
+	Reads   [][]int64
 	// Transfer is set for Kind "transfer".
 	Transfer *Transfer
 }
@@ -113,5 +116,9 @@ func Complete(op *Op, now int64, reads [][]int64, err error) {
 	op.Reads = reads
 	if err != nil {
 		op.Err = err.Error()
+		var be *adapters.BackendError
+		if errors.As(err, &be) {
+			op.Code, op.Backend = be.Code, be.Backend
+		}
 	}
 }

@@ -114,6 +114,9 @@ type Backend struct {
 
 	AckEarly   bool
 	FlushDelay int64
+	// LeakyFence is the mutant "the fence checks after writing": a transaction whose login
+	// the fence refuses is applied anyway, and refused (28000) all the same.
+	LeakyFence bool
 
 	login    map[string]bool
 	sessions map[uint64]*session
@@ -191,6 +194,14 @@ func (b *Backend) connect(op, role string, sess uint64) (uint64, error) {
 func (b *Backend) Exec(role string, sess uint64, via string, txn Txn) ([][]int64, uint64, error) {
 	sess, err := b.connect("Exec", role, sess)
 	if err != nil {
+		if b.LeakyFence && sess == 0 && !b.login[role] {
+			for _, op := range txn.Ops {
+				if op.Kind != OpRead {
+					b.apply(op, "", txn.ID)
+				}
+			}
+			b.committed()
+		}
 		return nil, 0, err
 	}
 	var reads [][]int64

@@ -54,9 +54,11 @@ type Router struct {
 	nextTask int64
 	coord    *Coordinator
 
-	// Loads is every change of routing, and Crashes every crash, for the checkers.
-	Loads   []Load
-	Crashes []int64
+	// Loads is every change of routing, Crashes every crash, and Dispatched when each
+	// transaction last left for a backend, for the checkers.
+	Loads      []Load
+	Crashes    []int64
+	Dispatched map[int64]int64
 }
 
 type held struct {
@@ -210,6 +212,10 @@ func (r *Router) dispatch(db string, txn Txn, reply detsim.Reply) {
 	name := shards[Route(txn.Ops[0].Key, len(shards))]
 	b := r.dir[name]
 	sess := r.sess[name]
+	if r.Dispatched == nil {
+		r.Dispatched = map[int64]int64{}
+	}
+	r.Dispatched[txn.ID] = r.s.Now()
 	r.s.Net.Call(r.Node, b.Node, "exec "+strconv.FormatInt(txn.ID, 10), 0, func(rep detsim.Reply) {
 		reads, next, err := b.Exec(r.Role, sess, r.ID, txn)
 		rep(execReply{reads, next}, err)

@@ -53,6 +53,15 @@ func (r *Router) CopyData(db, dst, slot string) (int64, error) {
 		return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "58000",
 			Err: fmt.Errorf("%w: database %q or %q is not configured", ErrTask, db, dst)}
 	}
+	for _, t := range r.tasks {
+		if t.Slot == slot && t.active() {
+			// Creating the replication slot again fails in Postgres (42710). The model keeps
+			// slots per instance: whether PgDog reuses a slot that survived an instance
+			// restart on the source is not modelled (see the package doc).
+			return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "42710",
+				Err: fmt.Errorf("%w: replication slot %q already exists (task %d streams through it)", ErrTask, slot, t.ID)}
+		}
+	}
 	r.nextTask++
 	t := &Task{ID: r.nextTask, Kind: "copy_data", Status: "running", Inner: "syncing data", DB: db, Dst: dst, Slot: slot,
 		src: src, dst: dest, started: r.s.Now(), inc: r.s.Net.Incarnation(r.Node)}
@@ -204,10 +213,10 @@ const drainTimeout = 30_000
 // Cutover is CUTOVER <task>. On a copy_data task: hold every database of the instance
 // (maintenance), wait until the stream has carried everything, swap the two databases in
 // this instance's routing table, finish the task, start the reverse stream, and clear every
-// hold on the instance. On a reverse stream (rollback): the same in the other direction,
-// with no new stream. It answers once the holds are cleared. Fault pgdog.cutover.crash
-// crashes the instance before or after the swap, which lives in memory only
-// (cutover_save_config = false).
+// hold on the instance. On a reverse stream (rollback, "rolling back"): the same in the
+// other direction, and the new stream runs the other way again. It answers once the holds
+// are cleared. The swap lives in memory only (cutover_save_config = false). Fault
+// pgdog.cutover.crash makes it go wrong (see the catalogue).
 func (r *Router) Cutover(id int64, reply detsim.Reply) {
 	t, err := r.task(id)
 	if err != nil {
@@ -219,9 +228,16 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 			Err: fmt.Errorf("%w %d is %s/%s: task is not a replication task waiting for cutover", ErrTask, id, t.Status, t.Inner)})
 		return
 	}
-	crash := r.s.Fault("pgdog.cutover.crash")
-	after := crash && r.s.Chance(0.5)
-	if crash && !after {
+	// pgdog.cutover.crash: a crash before the swap or after it. pgdog.cutover.fail_after_swap:
+	// the task fails after the swap, which stays applied (PgDog, from code reading: when
+	// saving fails after the in-memory swap the task aborts but the swap stays applied).
+	mode := 0
+	if r.s.Fault("pgdog.cutover.crash") {
+		mode = 1 + r.s.Intn(2)
+	} else if r.s.Fault("pgdog.cutover.fail_after_swap") {
+		mode = 3
+	}
+	if mode == 1 {
 		r.s.Probe("model.cutover.crash.before_swap")
 		r.Crash()
 		return
@@ -255,21 +271,29 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 		}
 		r.routes[t.DB], r.routes[t.Dst] = r.routes[t.Dst], r.routes[t.DB]
 		r.Loads = append(r.Loads, Load{T: r.s.Now(), Instance: r.ID, Generation: r.gen, Why: "cutover"})
+		if mode == 3 {
+			r.s.Probe("model.cutover.fail.after_swap")
+			t.Status, t.Inner = "failed: cutover could not save the configuration (injected)", ""
+			r.clearHolds()
+			reply(nil, &adapters.RouterError{Instance: r.ID, Op: "Cutover", Code: "58000",
+				Err: fmt.Errorf("%w %d: failed after the swap; the swap stays applied", ErrTask, id)})
+			return
+		}
 		t.Status, t.Inner = "finished", ""
-		if !rollback {
-			r.nextTask++
-			rev := &Task{ID: r.nextTask, Kind: "replication", Status: "running", Inner: "replicating", DB: t.DB, Dst: t.Dst,
-				Slot: t.Slot + "_reverse", src: r.routes[t.DB], dst: r.routes[t.Dst], started: r.s.Now(), inc: t.inc}
-			rev.cursor = make([]uint64, len(rev.src))
-			for i, name := range rev.src {
-				rev.cursor[i] = r.dir[name].LSN()
-			}
-			r.tasks = append(r.tasks, rev)
-			r.subscribe(rev)
-		} else {
+		if rollback {
 			r.s.Probe("model.cutover.rollback")
 		}
-		if after {
+		// Every cutover starts the stream from the layout now served to the other one.
+		r.nextTask++
+		rev := &Task{ID: r.nextTask, Kind: "replication", Status: "running", Inner: "replicating", DB: t.DB, Dst: t.Dst,
+			Slot: t.Slot + "_reverse", src: r.routes[t.DB], dst: r.routes[t.Dst], started: r.s.Now(), inc: t.inc}
+		rev.cursor = make([]uint64, len(rev.src))
+		for i, name := range rev.src {
+			rev.cursor[i] = r.dir[name].LSN()
+		}
+		r.tasks = append(r.tasks, rev)
+		r.subscribe(rev)
+		if mode == 2 {
 			r.s.Probe("model.cutover.crash.after_swap")
 			r.Crash()
 			return

@@ -13,11 +13,11 @@ package scenario
 import "loam.dev/router/detsim"
 
 // All lists every scenario.
-func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push} }
+func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push, Cutover} }
 
-// ByName finds a scenario.
+// ByName finds a scenario, the known-issue ones included.
 func ByName(name string) (detsim.Scenario, bool) {
-	for _, sc := range All() {
+	for _, sc := range append(All(), CutoverFailAfterSwap) {
 		if sc.Name == name {
 			return sc, true
 		}

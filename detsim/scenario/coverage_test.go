@@ -55,10 +55,9 @@ func seedOf(r *detsim.Result) uint64 {
 	return r.Seed
 }
 
-// awaitingMachines are catalogue points no scenario evaluates yet, because the scenario
-// that drives them needs a control-plane machine that has not landed on main.
+// awaitingMachines are catalogue points no scenario of All() evaluates, and why.
 var awaitingMachines = map[string]string{
-	"pgdog.cutover.crash": "cutover scenario",
+	"pgdog.cutover.fail_after_swap": "known issue: the correct cutover loses acknowledged writes under it (TestKnownIssues); it runs in scenario cutover-failswap only",
 }
 
 // TestCatalogueCovered: every catalogue point is declared (as a point and as a probe) by

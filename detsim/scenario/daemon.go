@@ -30,6 +30,8 @@ type daemon struct {
 	onOutcome func(configpush.Outcome)
 	// noReconcile is the mutant daemon that never reads the record again.
 	noReconcile bool
+	// busy, when set and true, holds pushes back: a cutover of the database is running.
+	busy func() bool
 }
 
 // reconcileEvery is how often the daemon pushes the latest record again.
@@ -127,8 +129,16 @@ func (d *daemon) watch(after uint64, inc uint64) {
 		})
 }
 
-// pushRecord hands the machine a Push of the record's published generation.
+// pushRecord hands the machine a Push of the record's published generation, unless a
+// cutover is in progress (the record says so, or the daemon runs one: a reverse publishes a
+// serving record before it resumes anyone): then the cutover machine writes the files and
+// reloads the instances itself, and never reloads the designated instance after its
+// CUTOVER (a reload would rebuild the pools the reverse stream uses), so the daemon leaves
+// the record alone until the cutover is done.
 func (d *daemon) pushRecord(r *shardmap.Record) {
+	if d.push == nil || r.State.Phase == shardmap.CuttingOver || (d.busy != nil && d.busy()) {
+		return
+	}
 	d.push.Feed(configpush.Push{Record: r, Generation: r.Generation, Files: model.Render(r, d.twoPC), Instances: d.f.routerIDs()})
 }
 

@@ -18,7 +18,7 @@ import (
 const defaultSeeds = 300
 
 // TestSim runs, for every scenario: with -seed, that one run (and -mutant, -schedule,
-// -trace); otherwise every corpus seed twice, requiring the same trace hash and no
+// -simtrace); otherwise every corpus seed twice, requiring the same trace hash and no
 // violation, then SIM_SEEDS fresh seeds from SIM_SEED_BASE (random when unset, printed).
 func TestSim(t *testing.T) {
 	if scenario.MutantBuild {

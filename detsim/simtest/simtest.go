@@ -23,7 +23,7 @@ var (
 	Seed     = flag.Uint64("seed", 0, "detsim: run only this seed in TestSim (0: the corpus and fresh seeds)")
 	Schedule = flag.String("schedule", "", "detsim: replay this schedule (ops=...;faults=..., from a failure report) with -seed")
 	Mutant   = flag.String("mutant", "", "detsim: run the scenario with this mutant (with -seed)")
-	Trace    = flag.String("trace", "", "detsim: with -seed, write the run's trace (JSON lines) to this file")
+	Trace    = flag.String("simtrace", "", "detsim: with -seed, write the run's trace (JSON lines) to this file")
 )
 
 // ErrBadCorpus is wrapped by the corpus parser's errors.
