@@ -374,4 +374,3 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 	}
 	return check.Converged(f.routers, db, final.Generation, hostsOf(final.Layout), s.Now())
 }
-
