@@ -47,6 +47,20 @@ type Scenario struct {
 	TinyMutants []string
 }
 
+// ReplayTiny replays one schedule of the tiny configuration from its choices (an
+// ExploreResult's Prefix) and returns the run with its history, for the report.
+func (sc Scenario) ReplayTiny(mutant string, faults int, prefix []int) Result {
+	// The run goes on to its natural end (the choices after the prefix are all first
+	// options, as they were): a violation found where the explorer cut the run is of the
+	// past, which only grows.
+	t := &Tape{prefix: prefix, FaultBudget: faults}
+	s := New(Config{Scenario: sc.Name, Points: sc.TinyPoints, Explore: t, History: true})
+	s.SetMutant(mutant)
+	v := sc.Tiny(s, mutant)
+	return Result{Scenario: sc.Name, Mutant: mutant, Hash: s.Hash(), Steps: s.Steps(), End: s.Now(),
+		Violation: v, Firings: s.Firings(), Options: s.Options(), Probes: s.Probes(), History: s.history}
+}
+
 // Explore enumerates every schedule of the scenario's tiny configuration with at most
 // faults fault firings, up to maxRuns runs.
 func (sc Scenario) Explore(mutant string, faults, maxRuns int) ExploreResult {

@@ -69,9 +69,11 @@ type Accept struct {
 	Prepare string // the gid, when it was a 2PC COMMIT PREPARED
 }
 
-// Fence is a FenceWrites or UnfenceWrites that took effect, for the checkers.
+// Fence is a FenceWrites or UnfenceWrites that took effect, for the checkers. Step is the
+// simulator's event count when it happened: it orders events within one millisecond.
 type Fence struct {
 	T       int64
+	Step    int
 	Backend string
 	Role    string
 	On      bool
@@ -154,6 +156,13 @@ func (b *Backend) now() int64 {
 		return 0
 	}
 	return b.s.Now()
+}
+
+func (b *Backend) step() int {
+	if b.s == nil {
+		return 0
+	}
+	return b.s.Steps()
 }
 
 func (b *Backend) err(op, code string, fenced bool, format string, a ...any) error {
@@ -303,15 +312,26 @@ func (b *Backend) FenceWrites(role string) error {
 			se.alive, se.ended = false, "fence"
 		}
 	}
-	b.Fences = append(b.Fences, Fence{T: b.now(), Backend: b.Name, Role: role, On: true})
+	b.Fences = append(b.Fences, Fence{T: b.now(), Step: b.step(), Backend: b.Name, Role: role, On: true})
 	return nil
 }
 
 // UnfenceWrites lets role log in again.
 func (b *Backend) UnfenceWrites(role string) error {
 	b.login[role] = true
-	b.Fences = append(b.Fences, Fence{T: b.now(), Backend: b.Name, Role: role, On: false})
+	b.Fences = append(b.Fences, Fence{T: b.now(), Step: b.step(), Backend: b.Name, Role: role, On: false})
 	return nil
+}
+
+// FencedAt reports whether role was fenced at the simulator's event count step.
+func (b *Backend) FencedAt(role string, step int) bool {
+	on := false
+	for _, f := range b.Fences {
+		if f.Role == role && f.Step <= step {
+			on = f.On
+		}
+	}
+	return on
 }
 
 // Fenced reports whether role is refused.

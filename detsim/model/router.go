@@ -54,11 +54,18 @@ type Router struct {
 	nextTask int64
 	coord    *Coordinator
 
-	// Loads is every change of routing, Crashes every crash, and Dispatched when each
-	// transaction last left for a backend, for the checkers.
+	// Loads is every change of routing, Crashes every crash, and Dispatched the simulator's
+	// event count when each transaction last left for a backend, for the checkers.
 	Loads      []Load
 	Crashes    []int64
-	Dispatched map[int64]int64
+	Dispatched map[int64]Dispatch
+}
+
+// Dispatch is when (the simulator's event count) a transaction last left an instance, and
+// for which backend.
+type Dispatch struct {
+	Step    int
+	Backend string
 }
 
 type held struct {
@@ -213,9 +220,9 @@ func (r *Router) dispatch(db string, txn Txn, reply detsim.Reply) {
 	b := r.dir[name]
 	sess := r.sess[name]
 	if r.Dispatched == nil {
-		r.Dispatched = map[int64]int64{}
+		r.Dispatched = map[int64]Dispatch{}
 	}
-	r.Dispatched[txn.ID] = r.s.Now()
+	r.Dispatched[txn.ID] = Dispatch{Step: r.s.Steps(), Backend: name}
 	r.s.Net.Call(r.Node, b.Node, "exec "+strconv.FormatInt(txn.ID, 10), 0, func(rep detsim.Reply) {
 		reads, next, err := b.Exec(r.Role, sess, r.ID, txn)
 		rep(execReply{reads, next}, err)

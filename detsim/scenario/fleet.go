@@ -110,7 +110,10 @@ func (f *fleet) crashes() {
 }
 
 // query sends a transaction from a client through an instance and records it.
-func (f *fleet) query(client, via int, txn model.Txn) {
+func (f *fleet) query(client, via int, txn model.Txn) { f.queryThen(client, via, txn, nil) }
+
+// queryThen is query with a callback once the client has its answer.
+func (f *fleet) queryThen(client, via int, txn model.Txn, then func()) {
 	s := f.s
 	r := f.routers[via]
 	op := f.hist.Invoke(&check.Op{ID: txn.ID, Client: s.Net.Name(f.clients[client]), Via: r.ID, Kind: "txn", Txn: txn, Invoke: s.Now()})
@@ -129,6 +132,9 @@ func (f *fleet) query(client, via int, txn model.Txn) {
 			}
 			check.Complete(op, s.Now(), reads, err)
 			s.Note(detsim.Label{Kind: "done", From: r.ID, To: op.Client, What: op.Outcome.String(), ID: txn.ID})
+			if then != nil {
+				then()
+			}
 		})
 }
 
@@ -194,7 +200,15 @@ func (f *fleet) hashState() {
 			r.HashState(h)
 		}
 		for _, o := range f.hist.Ops {
-			fmt.Fprintf(h, "o%d=%d|%v\n", o.ID, o.Outcome, o.Reads)
+			fmt.Fprintf(h, "o%d=%d|%v", o.ID, o.Outcome, o.Reads)
+			if o.Outcome == check.Pending {
+				// What a checker will judge of it when it answers: where it went, and
+				// whether that shard was fenced already.
+				if d, ok := f.router(o.Via).Dispatched[o.ID]; ok {
+					fmt.Fprintf(h, "|%s:%v", d.Backend, f.dir[d.Backend].FencedAt(appRole, d.Step))
+				}
+			}
+			h.Write([]byte{'\n'})
 		}
 	})
 }
