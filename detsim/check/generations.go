@@ -33,7 +33,7 @@ func Generations(st *model.Store, files *model.Files, routers []*model.Router) *
 		g = w.Generation
 		published := uint64(0)
 		for _, rw := range st.Writes {
-			if rw.T <= w.T {
+			if rw.Seq <= w.Step {
 				published = max(published, rw.Generation)
 			}
 		}

@@ -30,17 +30,17 @@ func OneSideServes(backends []*model.Backend, side map[string]int, role string) 
 			}
 		}
 	}
-	slices.SortStableFunc(accepts, func(a, b model.Accept) int { return cmp.Compare(a.T, b.T) })
+	slices.SortStableFunc(accepts, func(a, b model.Accept) int { return cmp.Compare(a.Step, b.Step) })
 	last := map[int]model.Accept{} // the latest write seen on each side
 	for _, a := range accepts {
 		s := side[a.Backend]
 		for _, other := range slices.Sorted(maps.Keys(last)) {
 			w := last[other]
-			if other == s || w.T >= a.T {
+			if other == s || w.Step >= a.Step {
 				continue
 			}
 			fenced := slices.ContainsFunc(fences, func(f model.Fence) bool {
-				return side[f.Backend] == other && f.T >= w.T && f.T <= a.T
+				return side[f.Backend] == other && f.Step >= w.Step && f.Step <= a.Step
 			})
 			if !fenced {
 				return &detsim.Violation{Invariant: "one-side-serves", T: a.T,

@@ -59,9 +59,11 @@ type Change struct {
 	TxnID  int64
 }
 
-// Accept is a client transaction a backend committed, for the checkers.
+// Accept is a client transaction a backend committed, for the checkers; Step orders it
+// within a millisecond.
 type Accept struct {
 	T       int64
+	Step    int
 	Backend string
 	Via     string // the router instance (or coordinator) whose session ran it
 	TxnID   int64
@@ -223,7 +225,7 @@ func (b *Backend) Exec(role string, sess uint64, via string, txn Txn) ([][]int64
 		writes = true
 		b.apply(op, "", txn.ID)
 	}
-	b.Accepted = append(b.Accepted, Accept{T: b.now(), Backend: b.Name, Via: via, TxnID: txn.ID, Writes: writes})
+	b.Accepted = append(b.Accepted, Accept{T: b.now(), Step: b.step(), Backend: b.Name, Via: via, TxnID: txn.ID, Writes: writes})
 	b.committed()
 	return reads, sess, nil
 }
@@ -297,7 +299,7 @@ func (b *Backend) Resolve(role string, sess uint64, gid string, commit bool, by 
 				b.apply(op, "", p.Txn.ID)
 			}
 		}
-		b.Accepted = append(b.Accepted, Accept{T: b.now(), Backend: b.Name, Via: by, TxnID: p.Txn.ID, Writes: true, Prepare: gid})
+		b.Accepted = append(b.Accepted, Accept{T: b.now(), Step: b.step(), Backend: b.Name, Via: by, TxnID: p.Txn.ID, Writes: true, Prepare: gid})
 		b.committed()
 	}
 	return sess, nil

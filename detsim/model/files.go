@@ -29,9 +29,10 @@ type Files struct {
 	Writes []FilesWrite
 }
 
-// FilesWrite is one write that took effect.
+// FilesWrite is one write that took effect; Step orders it within a millisecond.
 type FilesWrite struct {
 	T          int64
+	Step       int
 	Generation uint64
 }
 
@@ -55,10 +56,11 @@ func (f *Files) Write(gen uint64, files render.Files) error {
 	}
 	f.gen, f.files = gen, files
 	var now int64
+	var step int
 	if f.s != nil {
-		now = f.s.Now()
+		now, step = f.s.Now(), f.s.Steps()
 	}
-	f.Writes = append(f.Writes, FilesWrite{T: now, Generation: gen})
+	f.Writes = append(f.Writes, FilesWrite{T: now, Step: step, Generation: gen})
 	return nil
 }
 

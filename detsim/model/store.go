@@ -25,9 +25,11 @@ type Store struct {
 	Writes []RecordWrite
 }
 
-// RecordWrite is one committed record write.
+// RecordWrite is one committed record write. Seq is the simulator's event count: it
+// orders writes within one millisecond.
 type RecordWrite struct {
 	T          int64
+	Seq        int
 	DB         adapters.DBRef
 	Version    uint64
 	Generation uint64
@@ -78,10 +80,11 @@ func (st *Store) CAS(db adapters.DBRef, expect uint64, next *shardmap.Record) (u
 func (st *Store) commit(db adapters.DBRef, r *shardmap.Record, injected bool) {
 	st.records[db] = r
 	var now int64
+	var step int
 	if st.s != nil {
-		now = st.s.Now()
+		now, step = st.s.Now(), st.s.Steps()
 	}
-	st.Writes = append(st.Writes, RecordWrite{T: now, DB: db, Version: r.Version, Generation: r.Generation,
+	st.Writes = append(st.Writes, RecordWrite{T: now, Seq: step, DB: db, Version: r.Version, Generation: r.Generation,
 		Phase: r.State.Phase, Step: r.State.Step, Injected: injected})
 	// Fire the watches this write satisfies, in registration order; the others wait.
 	var fire []*watch
