@@ -73,8 +73,12 @@ func backendWith(name string, accepts []model.Accept, fences []model.Fence) *mod
 
 func TestOneSideServes(t *testing.T) {
 	side := map[string]int{"src": 0, "dst": 1}
-	w := func(b string, t int64) model.Accept { return model.Accept{T: t, Step: int(t), Backend: b, Writes: true} }
-	fence := func(b string, t int64) model.Fence { return model.Fence{T: t, Step: int(t), Backend: b, Role: "app", On: true} }
+	w := func(b string, t int64) model.Accept {
+		return model.Accept{T: t, Step: int(t), Backend: b, Writes: true}
+	}
+	fence := func(b string, t int64) model.Fence {
+		return model.Fence{T: t, Step: int(t), Backend: b, Role: "app", On: true}
+	}
 	// Forward with the fence, then a reverse with the destination fenced: fine.
 	src := backendWith("src", []model.Accept{w("src", 1), w("src", 5), w("src", 30)}, []model.Fence{fence("src", 6)})
 	dst := backendWith("dst", []model.Accept{w("dst", 10), w("dst", 20)}, []model.Fence{fence("dst", 25)})
