@@ -2,7 +2,8 @@ package detsim
 
 // Hooks for the external tests.
 var (
-	AppendLabel = appendLabel
+	AppendLabel     = appendLabel
+	AppendSpecEvent = appendSpecEvent
 	Ddmin       = ddmin[int]
 )
 

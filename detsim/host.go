@@ -91,6 +91,7 @@ type Host[In, Out any] struct {
 	// nil when restarts are not simulated.
 	save    func(machine.Machine[In, Out]) func() machine.Machine[In, Out]
 	restore func() machine.Machine[In, Out]
+	ctx     machine.Ctx
 
 	timers map[string]*hostTimer
 	// Steps counts the inputs fed.
@@ -112,8 +113,9 @@ type HostConfig[In, Out any] struct {
 	// Restarted is the machine's Restarted input.
 	Restarted In
 	// Save snapshots the machine and returns how to rebuild it (Restore of the snapshot).
-	// It runs after every step while ctl.restart is enabled. Nil is allowed only for a
-	// scenario that does not list ctl.restart.
+	// A driver persists the snapshot after every step; the simulator takes it when the
+	// controller crashes, which is the same state, since a crash falls between steps. Nil
+	// is allowed only for a scenario that does not list ctl.restart.
 	Save func(machine.Machine[In, Out]) func() machine.Machine[In, Out]
 }
 
@@ -121,7 +123,6 @@ type HostConfig[In, Out any] struct {
 func NewHost[In, Out any](c *Controller, m machine.Machine[In, Out], cfg HostConfig[In, Out]) *Host[In, Out] {
 	h := &Host[In, Out]{Name: cfg.Name, c: c, m: m, exec: cfg.Exec, timerIn: cfg.TimerFired,
 		restarted: cfg.Restarted, save: cfg.Save, timers: map[string]*hostTimer{}}
-	h.snapshot()
 	c.hosts = append(c.hosts, h)
 	return h
 }
@@ -137,8 +138,9 @@ func (h *Host[In, Out]) Feed(in In) bool {
 		return false
 	}
 	h.Steps++
-	cmds := h.m.On(h.c.s.Ctx(h.c.Offset), in)
-	h.snapshot()
+	// One Ctx per host, refreshed each step: a machine may not keep it between steps.
+	h.ctx = machine.Ctx{Now: h.c.s.now + h.c.Offset, Rand: h.c.s.rng, Trace: h.c.s}
+	cmds := h.m.On(&h.ctx, in)
 	for _, cmd := range cmds {
 		switch t := any(cmd).(type) {
 		case interface{ Timer() machine.SetTimer }:
@@ -161,14 +163,6 @@ func (h *Host[In, Out]) Caller() func(In) {
 		if h.c.s.Net.Incarnation(h.c.Node) == inc {
 			h.Feed(in)
 		}
-	}
-}
-
-// snapshot saves the machine as a driver persists it after every step, when restarts can
-// happen in this run (saving costs a copy of the machine's state).
-func (h *Host[In, Out]) snapshot() {
-	if h.save != nil && h.c.s.FaultEnabled("ctl.restart") {
-		h.restore = h.save(h.m)
 	}
 }
 
@@ -196,6 +190,9 @@ func (h *Host[In, Out]) cancelTimer(id string) {
 }
 
 func (h *Host[In, Out]) crash() {
+	if h.save != nil {
+		h.restore = h.save(h.m) // what the driver persisted after the last step
+	}
 	for _, id := range slices.Sorted(maps.Keys(h.timers)) {
 		h.cancelTimer(id)
 	}

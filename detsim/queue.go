@@ -6,6 +6,7 @@ type event struct {
 	at  int64  // simulated time it is due, ms
 	tie uint64 // random tie-break among events due at the same time (sample mode)
 	idx int    // position in the queue, -1 once removed
+	gen uint64 // bumped each time the struct is reused, so an old Handle cannot reach it
 	Label
 	// key is extra identity for the explorer's state hash (a reply's payload); it is set
 	// only when exploring and is not part of the trace.

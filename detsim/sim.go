@@ -47,6 +47,7 @@ type Sim struct {
 	keep *Schedule
 
 	q     queue
+	free  []*event
 	steps int
 	stop  string
 
@@ -201,22 +202,39 @@ func (s *Sim) chooseFault(p float64) bool {
 }
 
 // Handle identifies a scheduled event so it can be cancelled.
-type Handle struct{ e *event }
+type Handle struct {
+	e   *event
+	gen uint64
+}
 
 // Pending reports whether the event is still queued.
-func (h Handle) Pending() bool { return h.e != nil && h.e.idx >= 0 }
+func (h Handle) Pending() bool { return h.e != nil && h.e.gen == h.gen && h.e.idx >= 0 }
 
 // At schedules fn at time t (now, if t is in the past).
 func (s *Sim) At(t int64, l Label, fn func()) Handle {
 	if t < s.now {
 		t = s.now
 	}
-	e := &event{at: t, Label: l, fn: fn}
+	var e *event
+	if n := len(s.free); n > 0 {
+		e = s.free[n-1]
+		s.free = s.free[:n-1]
+		e.gen++
+		e.at, e.Label, e.fn, e.key = t, l, fn, ""
+	} else {
+		e = &event{at: t, Label: l, fn: fn}
+	}
 	if s.tape == nil {
 		e.tie = s.rng.Uint64()
 	}
 	s.q.push(e)
-	return Handle{e}
+	return Handle{e, e.gen}
+}
+
+// release returns a run or cancelled event to the free list.
+func (s *Sim) release(e *event) {
+	e.fn, e.Label = nil, Label{}
+	s.free = append(s.free, e)
 }
 
 // After schedules fn d milliseconds from now.
@@ -224,8 +242,8 @@ func (s *Sim) After(d int64, l Label, fn func()) Handle { return s.At(s.now+d, l
 
 // Cancel removes a pending event; cancelling a fired or cancelled one does nothing.
 func (s *Sim) Cancel(h Handle) {
-	if h.e != nil && h.e.idx >= 0 {
-		s.q.remove(h.e.idx)
+	if h.Pending() {
+		s.release(s.q.remove(h.e.idx))
 	}
 }
 
@@ -281,7 +299,9 @@ func (s *Sim) Run(until int64, maxSteps int) int {
 		s.steps++
 		n++
 		s.hashLabel(e.Label, s.now)
-		e.fn()
+		fn := e.fn
+		s.release(e)
+		fn()
 		if s.afterStep != nil {
 			s.afterStep()
 		}
@@ -339,7 +359,7 @@ func (s *Sim) OnSpec(f func(machine.SpecEvent)) { s.onSpec = append(s.onSpec, f)
 // "Spec.Action", and handed to the checkers.
 func (s *Sim) Emit(e machine.SpecEvent) {
 	var err error
-	s.line, err = machine.AppendJSON(s.line[:0], e)
+	s.line, err = appendSpecEvent(s.line[:0], e)
 	if err != nil {
 		panic(fmt.Sprintf("detsim: a machine emitted an event that cannot be encoded: %v", err))
 	}
