@@ -4,7 +4,7 @@ package detsim
 var (
 	AppendLabel     = appendLabel
 	AppendSpecEvent = appendSpecEvent
-	Ddmin       = ddmin[int]
+	Ddmin           = ddmin[int]
 )
 
 // RearmForTest moves a controller's timers after its Offset was changed by hand.
