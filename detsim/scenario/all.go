@@ -17,7 +17,7 @@ func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push, Cut
 
 // ByName finds a scenario, the known-issue ones included.
 func ByName(name string) (detsim.Scenario, bool) {
-	for _, sc := range append(All(), CutoverFailAfterSwap) {
+	for _, sc := range append(All(), CutoverUnguarded) {
 		if sc.Name == name {
 			return sc, true
 		}

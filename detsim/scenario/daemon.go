@@ -32,6 +32,9 @@ type daemon struct {
 	noReconcile bool
 	// busy, when set and true, holds pushes back: a cutover of the database is running.
 	busy func() bool
+	// pushed holds the generations whose push ended (not refused): nothing of it is in
+	// flight any more.
+	pushed map[uint64]bool
 }
 
 // reconcileEvery is how often the daemon pushes the latest record again.
@@ -178,6 +181,12 @@ func (d *daemon) execPush(cmd configpush.Command) {
 			})
 	case configpush.Outcome:
 		d.outcomes = append(d.outcomes, c)
+		if c.Refused == "" {
+			if d.pushed == nil {
+				d.pushed = map[uint64]bool{}
+			}
+			d.pushed[c.Generation] = true
+		}
 		if d.onOutcome != nil {
 			defer d.onOutcome(c)
 		}

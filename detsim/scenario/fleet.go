@@ -35,6 +35,8 @@ type fleet struct {
 	hist    *check.History
 	// storeNode serves the store; operatorNode is where an operator's tool runs.
 	storeNode, operatorNode detsim.NodeID
+	// spare, when set, keeps the crash nemesis off an instance for now (see Cutover).
+	spare func(*model.Router) bool
 }
 
 func newFleet(s *detsim.Sim) *fleet {
@@ -79,7 +81,7 @@ func (f *fleet) crashes() {
 	s := f.s
 	s.OnNemesis("pgdog.crash", func() {
 		r := f.routers[s.Intn(len(f.routers))]
-		if !r.Up() {
+		if !r.Up() || (f.spare != nil && f.spare(r)) {
 			return
 		}
 		r.Crash()

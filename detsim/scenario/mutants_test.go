@@ -113,12 +113,15 @@ var checkedInvariants = []struct{ name, awaits string }{
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base
 // seeds and the median shrunk schedule length. Set SIM_FIGURES=1 to run it.
 func TestMutantFigures(t *testing.T) {
+	if scenario.MutantBuild {
+		t.Skip("skipped: the figures of the normal build's mutants run in it")
+	}
 	if os.Getenv("SIM_FIGURES") == "" {
 		t.Skip("skipped: set SIM_FIGURES=1 to measure the mutant figures")
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-10s %-20s %-14s %s\n", "scenario", "mutant", "seeds-to-trip", "shrunk length (median of 20)")
-	for _, m := range mutants {
+	fmt.Fprintf(&out, "%-9s %-34s %-22s %-14s %s\n", "scenario", "mutant", "invariant", "seeds-to-trip", "shrunk length (medians over 20 base seeds)")
+	for _, m := range append(mutants, taggedMutants...) {
 		sc, _ := scenario.ByName(m.Scenario)
 		var seeds, lens []int
 		for k := range 20 {
@@ -132,7 +135,7 @@ func TestMutantFigures(t *testing.T) {
 			sh := sc.Shrink(r, 2000)
 			lens = append(lens, sh.Length())
 		}
-		fmt.Fprintf(&out, "%-10s %-20s %-14d %d\n", m.Scenario, m.Mutant, median(seeds), median(lens))
+		fmt.Fprintf(&out, "%-9s %-34s %-22s %-14d %d\n", m.Scenario, m.Mutant, m.Invariant, median(seeds), median(lens))
 	}
 	t.Log("\n" + out.String())
 }
