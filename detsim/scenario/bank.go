@@ -54,12 +54,10 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	}
 	f.crashes()
 	opts := indoubt.Options{
-		Period:     time.Duration([]int{10, 30}[s.Intn(2)]) * time.Second,
-		Threshold:  time.Duration([]int{60, 300}[s.Intn(2)]) * time.Second,
+		Period:     time.Duration(s.Param("monitor_period_s", []int{10, 30}[s.Intn(2)])) * time.Second,
+		Threshold:  time.Duration(s.Param("monitor_threshold_s", []int{60, 300}[s.Intn(2)])) * time.Second,
 		Deployment: "sim-app",
 	}
-	s.Param("monitor_period_s", int(opts.Period.Seconds()))
-	s.Param("monitor_threshold_s", int(opts.Threshold.Seconds()))
 	d := newController(f)
 	m := hostMonitor(d, opts, shardsByName(f, rec))
 	m.dropAlerts = mutant == MutantAlertsDropped

@@ -308,19 +308,19 @@ func cutoverRunWorld(s *detsim.Sim, mutant string, guard bool) *detsim.Violation
 	d.start()
 
 	opts := cutover.Options{
-		LagThreshold:    []int64{0, 1000}[s.Intn(2)],
-		PollEvery:       []int64{100, 500, 1000}[s.Intn(3)],
+		LagThreshold:    int64(s.Param("lag_threshold", []int{0, 1000}[s.Intn(2)])),
+		PollEvery:       int64(s.Param("poll_every_ms", []int{100, 500, 1000}[s.Intn(3)])),
 		CatchUpDeadline: 60_000,
-		RetryAfter:      []int64{100, 500}[s.Intn(2)],
+		RetryAfter:      int64(s.Param("retry_after_ms", []int{100, 500}[s.Intn(2)])),
 		Attempts:        s.Param("attempts", 2+s.Intn(3)),
-		Grace:           []int64{500, 5000}[s.Intn(2)],
+		Grace:           int64(s.Param("grace_ms", []int{500, 5000}[s.Intn(2)])),
 		Mutants:         cutoverMutants(mutant),
 	}
 	decision := s.Param("decision", s.Intn(3)) // 0: the machine finalizes on its own; 1: the operator finalizes; 2: the operator reverses
 	if decision == 0 {
-		opts.FinalizeAfter = s.Between(1000, 10_000)
+		opts.FinalizeAfter = int64(s.Param("finalize_after_ms", int(s.Between(1000, 10_000))))
 	}
-	designated := f.routers[s.Intn(len(f.routers))].ID
+	designated := f.routers[s.Param("designated", s.Intn(len(f.routers)))].ID
 	c.designated = designated
 	if guard {
 		// The known issue (see CutoverUnguarded): no crash of the designated instance
@@ -339,7 +339,7 @@ func cutoverRunWorld(s *detsim.Sim, mutant string, guard bool) *detsim.Violation
 		}
 	}
 	plan := cutover.Plan{Designated: designated, Instances: f.routerIDs(), Role: appRole, Publication: "pub_app", Options: opts}
-	startAt := s.Between(0, 3000)
+	startAt := int64(s.Param("start_at_ms", int(s.Between(0, 3000))))
 	var start func()
 	start = func() {
 		// The operator's request. The daemon takes it once the push of the record's
@@ -376,7 +376,7 @@ func cutoverRunWorld(s *detsim.Sim, mutant string, guard bool) *detsim.Violation
 				s.After(5000, detsim.Label{Kind: "op", What: "decide"}, decide)
 			}
 		}
-		s.At(startAt+s.Between(500, 20_000), detsim.Label{Kind: "op", What: "decide"}, decide)
+		s.At(startAt+int64(s.Param("decide_after_ms", int(s.Between(500, 20_000)))), detsim.Label{Kind: "op", What: "decide"}, decide)
 	}
 	n := s.Param("ops", 20+s.Intn(41))
 	s.SetWorkload(n, listAppendOps(s, f, n, 0))

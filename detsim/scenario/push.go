@@ -65,8 +65,8 @@ func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	// The machine's own options are part of the swarm too: short step timeouts make late
 	// answers (and late writes) common, few attempts make stuck instances common.
 	opts := configpush.Options{
-		StepTimeout: time.Duration([]int{500, 2000, 10_000}[s.Param("step_timeout_choice", s.Intn(3))]) * time.Millisecond,
-		Backoff:     time.Duration([]int{100, 500}[s.Intn(2)]) * time.Millisecond,
+		StepTimeout: time.Duration(s.Param("step_timeout_ms", []int{500, 2000, 10_000}[s.Intn(3)])) * time.Millisecond,
+		Backoff:     time.Duration(s.Param("backoff_ms", []int{100, 500}[s.Intn(2)])) * time.Millisecond,
 		MaxAttempts: s.Param("max_attempts", 2+s.Intn(4)),
 	}
 	opts.Mutant = pushMutant(mutant)

@@ -48,7 +48,7 @@ func trafficWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 // over a small key space, spread over the clients and instances, starting at t0, and
 // schedules those the run keeps. It returns how to describe them.
 func listAppendOps(s *detsim.Sim, f *fleet, n int, t0 int64) func(int) string {
-	keys := 3 + s.Intn(6)
+	keys := s.Param("keys", 3+s.Intn(6))
 	type gen struct {
 		at          int64
 		client, via int
