@@ -48,10 +48,22 @@
 // Report prints a failure self-contained, as pebble's metamorphic tests do: SEED, OPTIONS,
 // SCHEDULE, OPS, FAULTS and HISTORY.
 //
+// # Machines on a simulated daemon
+//
+// A Controller is the daemon's process: its clock can jump (clock.jump) and it can restart
+// (ctl.restart). A Host runs one machine on it: SetTimer and CancelTimer become events on
+// the controller's clock, every other command goes to the scenario's executor, which makes
+// network calls to the models and feeds each answer back; on a restart the machine is
+// rebuilt from its snapshot and fed its Restarted input.
+//
 // # Exhaustive mode
 //
 // For tiny configurations Explore enumerates every schedule instead of sampling: every
 // choice (which pending event runs next, whether a fault fires while the budget lasts)
 // becomes a branch taken from a Tape, and a visited set of state hashes cuts subtrees that
-// start in a state already explored.
+// start in a state already explored. Messages take no time when exploring (so every message
+// in flight may arrive in any order, and time moves only by timers), machines' jitter is
+// constant, and nemesis points are evaluated after every step: equal states reached by
+// different orders then hash equal. The state hash must hold whatever decides a checker's
+// verdict (see SetStateHasher); a counterexample replays from its choices (ReplayTiny).
 package detsim
