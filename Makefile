@@ -14,6 +14,7 @@ test:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	cd conformance/vitessdiff && $(GO) test -count=1 ./...
+	cd adapters/vtctld && $(GO) test -count=1 ./...
 
 # Build tags that compile deliberately broken variants, never part of the default build; the
 # tests under them show each break is caught.
@@ -31,11 +32,20 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+	@set -e; for mod in conformance/vitessdiff adapters/vtctld; do \
+	  for pkg in $$(cd $$mod && $(GO) list ./...); do \
+	    for f in $$(cd $$mod && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	      echo "== $$pkg $$f"; \
+	      (cd $$mod && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg); \
+	    done; \
+	  done; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd conformance/vitessdiff && $(GO) vet ./...
+	cd adapters/vtctld && $(GO) vet ./...
 
 demo:
 	$(GO) run ./driver/cmd/loamrouter demo

@@ -9,6 +9,7 @@ var Mutations = map[string]mutation{
 	"fence-skips-members":     mutFenceSkipMembers,
 	"fence-ends-all-sessions": mutFenceEndsAll,
 	"unfence-noop":            mutUnfenceNoop,
+	"no-settle":               mutNoSettle,
 	"status-says-standby":     mutStatusStandby,
 	"prepared-all-databases":  mutPreparedAllDatabases,
 	"checksum-ordered":        mutChecksumOrdered,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // FenceMarker is the role-level setting through which a fence remembers whose login it
@@ -149,6 +150,10 @@ func setMarker(ctx context.Context, tx pgx.Tx, r fenceRole) error {
 // refuses to fence the role it is connected as (or one that role is a member of), and a role
 // that does not exist (42704), since a misnamed role would leave the real one writing.
 // Memberships granted after the fence are not covered until the next FenceWrites.
+//
+// A call cut short (its context ends, its connection breaks) returns only once its own server
+// session is gone, so its change has landed or never will (settle.go); if the server cannot
+// be reached to see that, the error wraps ErrUnsettled.
 func (b *Backend) FenceWrites(ctx context.Context, role string) error {
 	const op = "FenceWrites"
 	if err := checkRoleName(role); err != nil {
@@ -159,6 +164,20 @@ func (b *Backend) FenceWrites(ctx context.Context, role string) error {
 		return b.fail(op, err)
 	}
 	defer conn.Release()
+	self, err := currentSession(ctx, conn)
+	if err != nil {
+		return b.fail(op, err)
+	}
+	err = b.fence(ctx, conn, role)
+	if cutShort(ctx, conn, err) {
+		return b.settle(op, self, err)
+	}
+	return err
+}
+
+// fence runs the rounds of FenceWrites on conn.
+func (b *Backend) fence(ctx context.Context, conn *pgxpool.Conn, role string) error {
+	const op = "FenceWrites"
 	for round := 1; ; round++ {
 		oids, committed, err := b.takeLogins(ctx, conn.Conn(), role)
 		if err != nil {
@@ -304,7 +323,8 @@ func (b *Backend) loginsStillOff(ctx context.Context, conn *pgx.Conn, role strin
 
 // UnfenceWrites gives back the logins the fences of role took: role's own, and each member's
 // once no other fence that took it stands. A role that was NOLOGIN before the fence stays
-// so. Idempotent; a role that does not exist is an error (42704).
+// so. Idempotent; a role that does not exist is an error (42704). Like FenceWrites, a call cut
+// short returns only once its server session is gone.
 func (b *Backend) UnfenceWrites(ctx context.Context, role string) error {
 	const op = "UnfenceWrites"
 	if err := checkRoleName(role); err != nil {
@@ -313,7 +333,25 @@ func (b *Backend) UnfenceWrites(ctx context.Context, role string) error {
 	if b.mut&mutUnfenceNoop != 0 {
 		return nil
 	}
-	tx, err := b.pool.Begin(ctx)
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return b.fail(op, err)
+	}
+	defer conn.Release()
+	self, err := currentSession(ctx, conn)
+	if err != nil {
+		return b.fail(op, err)
+	}
+	err = b.unfence(ctx, conn, role)
+	if cutShort(ctx, conn, err) {
+		return b.settle(op, self, err)
+	}
+	return err
+}
+
+func (b *Backend) unfence(ctx context.Context, conn *pgxpool.Conn, role string) error {
+	const op = "UnfenceWrites"
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return b.fail(op, err)
 	}

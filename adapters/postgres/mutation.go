@@ -25,4 +25,7 @@ const (
 	mutChecksumXOR
 	// mutChecksumSignedModulo: the shard is the signed row hash modulo the shard count.
 	mutChecksumSignedModulo
+	// mutNoSettle: a fence or unfence cut short returns without waiting for its server
+	// session to end, so its change may land after the error.
+	mutNoSettle
 )

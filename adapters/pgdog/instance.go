@@ -1,0 +1,455 @@
+package pgdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/render"
+)
+
+// Config says how to reach one PgDog instance and where its files are.
+type Config struct {
+	// ID names the instance (a pod name, or its NODE_ID).
+	ID string
+	// Admin is the connection string of the instance's admin database, in any form pgx
+	// accepts ("postgres://admin:secret@10.0.0.5:6432/admin?sslmode=verify-full"): the
+	// database and user are [admin] name and user (default admin), the password [admin]
+	// password. TLS settings go here too.
+	Admin string
+	// Dir is the directory holding the files the instance was started with (its --config
+	// and --users). Apply writes there: PgDog's RELOAD re-reads only those paths.
+	Dir string
+	// Database is the PgDog database whose generation Observe and Apply read from SHOW POOLS
+	// (the record's router name; see render.GenerationFromPools).
+	Database string
+	// ConnectTimeout bounds connecting to the admin database (default 5s).
+	ConnectTimeout time.Duration
+}
+
+// Instance is one PgDog instance reached through its admin database. It implements
+// adapters.RouterInstance and the resharding commands a cutover issues. Commands are sent
+// one at a time over one connection, in the simple query protocol, one command per Query
+// message; after a FATAL error (PgDog closes the connection) or a broken connection the
+// next command reconnects.
+type Instance struct {
+	cfg  Config
+	conn *pgconn.Config
+
+	mu     sync.Mutex
+	pc     *pgconn.PgConn
+	closed bool
+}
+
+var _ adapters.RouterInstance = (*Instance)(nil)
+
+// New checks cfg; it does not connect (the first command does).
+func New(cfg Config) (*Instance, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("pgdog: Config.ID is empty; name the instance")
+	}
+	if cfg.Database != "" {
+		if err := CheckName("database", cfg.Database); err != nil {
+			return nil, err
+		}
+	}
+	cc, err := pgconn.ParseConfig(cfg.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("pgdog: instance %s: admin connection string: %w", cfg.ID, err)
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	cc.ConnectTimeout = cfg.ConnectTimeout
+	return &Instance{cfg: cfg, conn: cc}, nil
+}
+
+// ID implements adapters.RouterInstance.
+func (i *Instance) ID() string { return i.cfg.ID }
+
+// Close closes the admin connection; later commands fail with adapters.ErrClosed.
+func (i *Instance) Close() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.closed = true
+	if i.pc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := i.pc.Close(ctx)
+		i.pc = nil
+		return err
+	}
+	return nil
+}
+
+func (i *Instance) fail(op, code string, err error) error {
+	return &adapters.RouterError{Instance: i.cfg.ID, Op: op, Code: code, Err: err}
+}
+
+// Exec sends one admin command and returns its reply. The command is sent as it is: the
+// typed methods check their names first (CheckName); callers of Exec must do the same.
+// Errors are *adapters.RouterError keeping the SQLSTATE: errors.Is matches ErrSyntax
+// (08P01), ErrExecution (FATAL), adapters.ErrUnreachable (could not connect, or the
+// connection broke: the command may or may not have run), or the context's error.
+func (i *Instance) Exec(ctx context.Context, op, command string) (Reply, error) {
+	if strings.Contains(command, ";") {
+		return Reply{}, i.fail(op, "", fmt.Errorf("%w: %q: PgDog strips semicolons, so one message carries one command", ErrName, command))
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return Reply{}, i.fail(op, "", adapters.ErrClosed)
+	}
+	if i.pc == nil || i.pc.IsClosed() {
+		pc, err := pgconn.ConnectConfig(ctx, i.conn)
+		if err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				// The server answered: a login refused is not an unreachable instance.
+				return Reply{}, i.fail(op, pe.Code, fmt.Errorf("pgdog: logging in to the admin database at %s: %w", i.conn.Host, err))
+			}
+			if ctx.Err() != nil {
+				return Reply{}, i.fail(op, "", fmt.Errorf("pgdog: connecting to %s:%d: %w", i.conn.Host, i.conn.Port, ctx.Err()))
+			}
+			return Reply{}, i.fail(op, "", fmt.Errorf("%w: connecting to the admin database at %s:%d: %w", adapters.ErrUnreachable, i.conn.Host, i.conn.Port, err))
+		}
+		i.pc = pc
+	}
+	replies, err := readAll(i.pc.Exec(ctx, command))
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			sev := pe.SeverityUnlocalized
+			if sev == "" {
+				sev = pe.Severity
+			}
+			if sev == "FATAL" || sev == "PANIC" {
+				i.drop()
+			}
+			return Reply{}, i.fail(op, pe.Code, &CommandError{Command: command, Severity: sev, Code: pe.Code, Message: pe.Message})
+		}
+		broken := i.pc.IsClosed()
+		if broken {
+			i.drop()
+		}
+		if ctx.Err() != nil {
+			return Reply{}, i.fail(op, "", fmt.Errorf("pgdog: %q: %w", command, ctx.Err()))
+		}
+		if broken {
+			return Reply{}, i.fail(op, "", fmt.Errorf("%w: %q: the admin connection broke (the command may have run): %w", adapters.ErrUnreachable, command, err))
+		}
+		return Reply{}, i.fail(op, "", fmt.Errorf("pgdog: %q: %w", command, err))
+	}
+	if len(replies) != 1 {
+		return Reply{}, i.fail(op, "", fmt.Errorf("%w: %q: %d results, want 1", ErrReply, command, len(replies)))
+	}
+	return replies[0], nil
+}
+
+// readAll reads every result of a simple-protocol exchange, keeping the columns of results
+// without rows too (pgconn's own ReadAll keeps them only when a row arrives).
+func readAll(mrr *pgconn.MultiResultReader) ([]Reply, error) {
+	var out []Reply
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		var r Reply
+		for _, fd := range rr.FieldDescriptions() {
+			r.Columns = append(r.Columns, fd.Name)
+		}
+		for rr.NextRow() {
+			vals := rr.Values()
+			row := make([][]byte, len(vals))
+			for j, v := range vals {
+				if v != nil {
+					row[j] = append([]byte{}, v...)
+				}
+			}
+			r.Rows = append(r.Rows, row)
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			mrr.Close()
+			return nil, err
+		}
+		r.Tag = tag.String()
+		out = append(out, r)
+	}
+	return out, mrr.Close()
+}
+
+func (i *Instance) drop() {
+	if i.pc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		i.pc.Close(ctx)
+		cancel()
+		i.pc = nil
+	}
+}
+
+// command runs a command that returns no rows and checks its tag: pgdog.md says the tag is
+// the command name, so a reply tagged otherwise is not the answer to this command.
+func (i *Instance) command(ctx context.Context, op, cmd string) error {
+	r, err := i.Exec(ctx, op, cmd)
+	if err != nil {
+		return err
+	}
+	verb, _, _ := strings.Cut(cmd, " ")
+	if tagVerb, _, _ := strings.Cut(r.Tag, " "); !strings.EqualFold(tagVerb, verb) {
+		return i.fail(op, "", fmt.Errorf("%w: %q answered with tag %q", ErrReply, cmd, r.Tag))
+	}
+	return nil
+}
+
+// withName appends checked names to a command.
+func (i *Instance) withName(op, cmd string, kinds []string, names ...string) (string, error) {
+	for j, n := range names {
+		if n == "" {
+			continue
+		}
+		if err := CheckName(kinds[j], n); err != nil {
+			return "", i.fail(op, "", err)
+		}
+		cmd += " " + n
+	}
+	return cmd, nil
+}
+
+// Reload sends RELOAD: PgDog re-reads the files it was started with. If they do not load,
+// the old config stays active and the error matches ErrExecution.
+func (i *Instance) Reload(ctx context.Context) error { return i.command(ctx, "Reload", "RELOAD") }
+
+// Pause implements adapters.RouterInstance: PAUSE <database> (bare PAUSE, every pool, when
+// database is ""). Checkouts wait until RESUME.
+func (i *Instance) Pause(ctx context.Context, database string) error {
+	cmd, err := i.withName("Pause", "PAUSE", []string{"database"}, database)
+	if err != nil {
+		return err
+	}
+	return i.command(ctx, "Pause", cmd)
+}
+
+// Resume implements adapters.RouterInstance: RESUME <database> (bare RESUME when "").
+func (i *Instance) Resume(ctx context.Context, database string) error {
+	cmd, err := i.withName("Resume", "RESUME", []string{"database"}, database)
+	if err != nil {
+		return err
+	}
+	return i.command(ctx, "Resume", cmd)
+}
+
+// Maintenance sends MAINTENANCE ON|OFF [database]: clients are held before their next
+// transaction. The hold survives RELOAD; a global OFF clears every hold, per-database ones
+// included; and no admin command reports it, so Observe cannot show it.
+func (i *Instance) Maintenance(ctx context.Context, on bool, database string) error {
+	cmd := "MAINTENANCE OFF"
+	if on {
+		cmd = "MAINTENANCE ON"
+	}
+	cmd, err := i.withName("Maintenance", cmd, []string{"database"}, database)
+	if err != nil {
+		return err
+	}
+	return i.command(ctx, "Maintenance", cmd)
+}
+
+func (i *Instance) show(ctx context.Context, op, what string) (Reply, error) {
+	return i.Exec(ctx, op, "SHOW "+what)
+}
+
+// Pools sends SHOW POOLS.
+func (i *Instance) Pools(ctx context.Context) ([]Pool, error) {
+	r, err := i.show(ctx, "Pools", "POOLS")
+	if err != nil {
+		return nil, err
+	}
+	p, err := DecodePools(r)
+	if err != nil {
+		return nil, i.fail("Pools", "", err)
+	}
+	return p, nil
+}
+
+// Settings sends SHOW CONFIG: [general], [tcp] and [memory] values only. It shows neither
+// databases nor users nor any generation: the topology is visible through Pools alone.
+func (i *Instance) Settings(ctx context.Context) (Settings, error) {
+	r, err := i.show(ctx, "Settings", "CONFIG")
+	if err != nil {
+		return nil, err
+	}
+	s, err := DecodeSettings(r)
+	if err != nil {
+		return nil, i.fail("Settings", "", err)
+	}
+	return s, nil
+}
+
+// TaskRows sends SHOW TASKS and returns every row, subtasks included.
+func (i *Instance) TaskRows(ctx context.Context) ([]TaskRow, error) {
+	r, err := i.show(ctx, "Tasks", "TASKS")
+	if err != nil {
+		return nil, err
+	}
+	t, err := DecodeTasks(r)
+	if err != nil {
+		return nil, i.fail("Tasks", "", err)
+	}
+	return t, nil
+}
+
+// Tasks lists the root tasks (SHOW TASKS rows whose scope is root): the ids CUTOVER and
+// STOP_TASK take. Tasks live in the instance's memory: a restart forgets them.
+func (i *Instance) Tasks(ctx context.Context) ([]adapters.Task, error) {
+	rows, err := i.TaskRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []adapters.Task
+	for _, r := range rows {
+		if r.Root {
+			out = append(out, r.Task())
+		}
+	}
+	return out, nil
+}
+
+// ReplicationSlots sends SHOW REPLICATION_SLOTS: the resharding slots this instance owns.
+func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, error) {
+	r, err := i.show(ctx, "ReplicationSlots", "REPLICATION_SLOTS")
+	if err != nil {
+		return nil, err
+	}
+	s, err := DecodeReplicationSlots(r)
+	if err != nil {
+		return nil, i.fail("ReplicationSlots", "", err)
+	}
+	return s, nil
+}
+
+// SlotLag reports lag_bytes of the slot named slot; ok is false when the instance does not
+// list the slot or its lag is NULL.
+func (i *Instance) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
+	slots, err := i.ReplicationSlots(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, s := range slots {
+		if s.Name == slot {
+			return s.LagBytes, s.LagKnown, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// Version sends SHOW VERSION: the binary's version, not the config's.
+func (i *Instance) Version(ctx context.Context) (string, error) {
+	r, err := i.show(ctx, "Version", "VERSION")
+	if err != nil {
+		return "", err
+	}
+	v, err := oneValue("SHOW VERSION", r, "version")
+	if err != nil {
+		return "", i.fail("Version", "", err)
+	}
+	return v, nil
+}
+
+// Peers sends SHOW PEERS: the addresses of the other instances PgDog discovered (only when
+// broadcast_address is set; the discovery is by UDP broadcast and PgDog calls it unreliable).
+func (i *Instance) Peers(ctx context.Context) ([]string, error) {
+	r, err := i.show(ctx, "Peers", "PEERS")
+	if err != nil {
+		return nil, err
+	}
+	t := newTable("SHOW PEERS", r)
+	t.require("addr")
+	var out []string
+	for j := range r.Rows {
+		out = append(out, t.text(j, "addr"))
+	}
+	if t.err != nil {
+		return nil, i.fail("Peers", "", t.err)
+	}
+	return out, nil
+}
+
+// Generation reads the generation of Config.Database's files from SHOW POOLS rows (the
+// marker kernel/render writes; see render.GenerationFromPools).
+func (i *Instance) generation(pools []Pool) (uint64, bool, error) {
+	if i.cfg.Database == "" {
+		return 0, false, nil
+	}
+	rows := make([]render.PoolRow, len(pools))
+	for j, p := range pools {
+		rows[j] = p.Row()
+	}
+	return render.GenerationFromPools(i.cfg.Database, rows)
+}
+
+// Observe implements adapters.RouterInstance with SHOW VERSION, SHOW POOLS, SHOW TASKS and
+// SHOW PEERS. PgDog has no generation: it is read from the marker pool the rendered files
+// create (GenerationKnown is false without one). Paused lists the databases with a paused
+// pool. Maintenance holds are not reported by any admin command, so they are not here.
+func (i *Instance) Observe(ctx context.Context) (adapters.Observed, error) {
+	var o adapters.Observed
+	var err error
+	if o.Version, err = i.Version(ctx); err != nil {
+		return o, err
+	}
+	pools, err := i.Pools(ctx)
+	if err != nil {
+		return o, err
+	}
+	if o.Generation, o.GenerationKnown, err = i.generation(pools); err != nil {
+		return o, i.fail("Observe", "", err)
+	}
+	for _, p := range pools {
+		if p.Paused && !slices.Contains(o.Paused, p.Database) {
+			o.Paused = append(o.Paused, p.Database)
+		}
+	}
+	slices.Sort(o.Paused)
+	if o.Tasks, err = i.Tasks(ctx); err != nil {
+		return o, err
+	}
+	if o.Peers, err = i.Peers(ctx); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// Apply implements adapters.RouterInstance: write files into Config.Dir (each atomically,
+// WriteFiles), RELOAD, then read SHOW POOLS. The generation must show there: files rendered
+// by kernel/render carry a marker, and an instance that reloaded without showing it did not
+// read Config.Dir (ErrNotLoaded).
+func (i *Instance) Apply(ctx context.Context, generation uint64, files render.Files) (adapters.Applied, error) {
+	if err := WriteFiles(i.cfg.Dir, files); err != nil {
+		return adapters.Applied{}, i.fail("Apply", "", err)
+	}
+	if err := i.Reload(ctx); err != nil {
+		return adapters.Applied{}, err
+	}
+	pools, err := i.Pools(ctx)
+	if err != nil {
+		return adapters.Applied{}, err
+	}
+	g, known, err := i.generation(pools)
+	if err != nil {
+		return adapters.Applied{}, i.fail("Apply", "", err)
+	}
+	if !known || g != generation {
+		got := "no generation marker"
+		if known {
+			got = fmt.Sprintf("generation %d", g)
+		}
+		return adapters.Applied{Generation: g}, i.fail("Apply", "", fmt.Errorf("%w: wrote generation %d into %s and RELOAD succeeded, but SHOW POOLS shows %s for %q (is the instance started with --config and --users in that directory?)",
+			ErrNotLoaded, generation, i.cfg.Dir, got, i.cfg.Database))
+	}
+	return adapters.Applied{Generation: g}, nil
+}

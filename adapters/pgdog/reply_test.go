@@ -1,0 +1,175 @@
+package pgdog_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"loam.dev/router/adapters/pgdog"
+	"loam.dev/router/kernel/render"
+)
+
+func cells(vals ...string) [][]byte {
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		if v != "NULL" {
+			out[i] = []byte(v)
+		}
+	}
+	return out
+}
+
+func TestDecodePools(t *testing.T) {
+	r := pgdog.Reply{Columns: []string{"id", "database", "user", "addr", "port", "shard", "role", "cl_waiting", "paused", "healthy", "extra"},
+		Rows: [][][]byte{
+			cells("3", "app", "app", "10.0.0.1", "5432", "1", "primary", "2", "t", "true", "x"),
+			cells("4", "app__generation_7", "__loam_generation", "10.0.0.1", "5432", "0", "primary", "0", "f", "false", "NULL"),
+		}}
+	pools, err := pgdog.DecodePools(r)
+	require.NoError(t, err)
+	require.Equal(t, pgdog.Pool{ID: 3, Database: "app", User: "app", Addr: "10.0.0.1", Port: 5432, Shard: 1, Role: "primary",
+		ClientsWaiting: 2, Paused: true, Healthy: true}, pools[0])
+	require.False(t, pools[1].Paused)
+	g, known, err := render.GenerationFromPools("app", []render.PoolRow{pools[0].Row(), pools[1].Row()})
+	require.NoError(t, err)
+	require.True(t, known)
+	require.Equal(t, uint64(7), g)
+
+	for name, bad := range map[string]pgdog.Reply{
+		"missing column": {Columns: []string{"database", "user"}, Rows: [][][]byte{cells("app", "app")}},
+		"bad port":       {Columns: r.Columns, Rows: [][][]byte{cells("3", "app", "app", "h", "99999", "1", "primary", "0", "t", "t", "")}},
+		"bad bool":       {Columns: r.Columns, Rows: [][][]byte{cells("3", "app", "app", "h", "5432", "1", "primary", "0", "maybe", "t", "")}},
+		"bad shard":      {Columns: r.Columns, Rows: [][][]byte{cells("3", "app", "app", "h", "5432", "-1", "primary", "0", "t", "t", "")}},
+	} {
+		_, err := pgdog.DecodePools(bad)
+		require.ErrorIs(t, err, pgdog.ErrReply, name)
+	}
+}
+
+func TestDecodeTasks(t *testing.T) {
+	cols := []string{"id", "scope", "type", "status", "inner_status", "started_at", "updated_at", "elapsed", "elapsed_ms"}
+	tasks, err := pgdog.DecodeTasks(pgdog.Reply{Columns: cols, Rows: [][][]byte{
+		cells("12", "root", "copy_data", "running", "replicating", "a", "b", "1.5s", "1500.25"),
+		cells("NULL", "subtask", "table_copy", "running", "", "a", "b", "1s", "1000"),
+		cells("13", "root", "replication", "failed: boom", "", "a", "b", "NULL", "NULL"),
+	}})
+	require.NoError(t, err)
+	require.Equal(t, pgdog.TaskRow{ID: 12, Root: true, Type: "copy_data", Status: "running", InnerStatus: "replicating",
+		StartedAt: "a", UpdatedAt: "b", Elapsed: 1500*time.Millisecond + 250*time.Microsecond}, tasks[0])
+	require.False(t, tasks[1].Root)
+	require.Zero(t, tasks[1].ID)
+	require.Equal(t, "failed: boom", tasks[2].Task().Status)
+
+	for name, rows := range map[string][][]byte{
+		"root without id": cells("NULL", "root", "x", "running", "", "", "", "", "0"),
+		"unknown scope":   cells("1", "branch", "x", "running", "", "", "", "", "0"),
+		"bad elapsed":     cells("1", "root", "x", "running", "", "", "", "", "soon"),
+		"bad id":          cells("one", "root", "x", "running", "", "", "", "", "0"),
+	} {
+		_, err := pgdog.DecodeTasks(pgdog.Reply{Columns: cols, Rows: [][][]byte{rows}})
+		require.ErrorIs(t, err, pgdog.ErrReply, name)
+	}
+}
+
+func TestDecodeReplicationSlots(t *testing.T) {
+	cols := []string{"host", "port", "database_name", "name", "lsn", "lag", "lag_bytes", "copy_data", "last_transaction", "last_transaction_ms"}
+	slots, err := pgdog.DecodeReplicationSlots(pgdog.Reply{Columns: cols, Rows: [][][]byte{
+		cells("10.0.0.1", "5432", "app", "loam_app_4", "0/16B3748", "4 kB", "4096", "t", "1s", "1000"),
+		cells("10.0.0.2", "5432", "app", "other", "0/0", "NULL", "NULL", "f", "NULL", "NULL"),
+	}})
+	require.NoError(t, err)
+	require.Equal(t, int64(4096), slots[0].LagBytes)
+	require.True(t, slots[0].LagKnown)
+	require.False(t, slots[1].LagKnown)
+	_, err = pgdog.DecodeReplicationSlots(pgdog.Reply{Columns: []string{"name"}})
+	require.ErrorIs(t, err, pgdog.ErrReply)
+}
+
+// FuzzDecodeReplies: any cells give typed rows or ErrReply, never a panic, for every
+// decoder; a decoded pool's port and shard are what the cells say.
+func FuzzDecodeReplies(f *testing.F) {
+	f.Add("id,database,user,addr,port,shard,role,paused", "1|app|app|h|5432|0|primary|t")
+	f.Add("id,scope,type,status,inner_status,elapsed_ms", "NULL|subtask|x|running||1.5")
+	f.Add("name,lag_bytes,port", "s|NULL|5432")
+	f.Fuzz(func(t *testing.T, cols, row string) {
+		r := pgdog.Reply{Columns: strings.Split(cols, ",")}
+		r.Rows = [][][]byte{cells(strings.Split(row, "|")...)}
+		if pools, err := pgdog.DecodePools(r); err != nil {
+			require.ErrorIs(t, err, pgdog.ErrReply)
+		} else {
+			require.Len(t, pools, 1)
+		}
+		if _, err := pgdog.DecodeTasks(r); err != nil {
+			require.ErrorIs(t, err, pgdog.ErrReply)
+		}
+		if _, err := pgdog.DecodeReplicationSlots(r); err != nil {
+			require.ErrorIs(t, err, pgdog.ErrReply)
+		}
+		if _, err := pgdog.DecodeSettings(r); err != nil {
+			require.ErrorIs(t, err, pgdog.ErrReply)
+		}
+	})
+}
+
+// TestCheckName: an accepted name reaches PgDog unchanged by its lowercasing and its
+// argument splitting; the names the renderer and the cutover produce are accepted.
+func TestCheckName(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		name := rapid.String().Draw(t, "name")
+		if pgdog.CheckName("database", name) != nil {
+			return
+		}
+		require.Equal(t, strings.ToLower(name), name)
+		require.Equal(t, []string{name}, strings.Split(strings.ReplaceAll(name, ";", ""), " "))
+		require.Equal(t, strings.TrimSpace(name), name)
+	})
+	for _, ok := range []string{"app", render.ReshardDatabase("app", 12), render.GenerationDatabase("app", 3), "loam_app_4", "__pgdog_repl_abc", "a-b.c$1"} {
+		require.NoError(t, pgdog.CheckName("name", ok), ok)
+	}
+	for _, bad := range []string{"", "App", "a b", "a;b", "a\tb", "ä", `a"b`, strings.Repeat("a", 64)} {
+		err := pgdog.CheckName("name", bad)
+		require.ErrorIs(t, err, pgdog.ErrName, "%q", bad)
+	}
+}
+
+// FuzzCheckName: CheckName never accepts what PgDog's lowercasing or splitting would change.
+func FuzzCheckName(f *testing.F) {
+	for _, s := range []string{"app", "App", "a b", "İ", "a;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if pgdog.CheckName("x", name) == nil {
+			require.Equal(t, strings.ToLower(name), name)
+			require.NotContains(t, name, " ")
+			require.NotContains(t, name, ";")
+		}
+	})
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pgdog.toml"), []byte("old"), 0o600))
+	fs, err := render.NewFiles(render.File{Name: "pgdog.toml", Data: []byte("new config")}, render.File{Name: "users.toml", Data: []byte("new users")})
+	require.NoError(t, err)
+	require.NoError(t, pgdog.WriteFiles(dir, fs))
+	for _, f := range fs {
+		data, err := os.ReadFile(filepath.Join(dir, f.Name))
+		require.NoError(t, err)
+		require.Equal(t, f.Data, data)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "no temporary file is left")
+
+	require.Error(t, pgdog.WriteFiles("", fs), "no directory")
+	require.Error(t, pgdog.WriteFiles(filepath.Join(dir, "missing"), fs))
+	bad := render.Files{{Name: "../escape", Data: []byte("x")}}
+	require.Error(t, pgdog.WriteFiles(dir, bad), "a name that leaves the directory")
+	_, err = os.Stat(filepath.Join(filepath.Dir(dir), "escape"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -1,0 +1,392 @@
+package pgdog_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/pgdog"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// The tests named TestStandIn... run the adapter against standIn, a protocol-level stand-in
+// for PgDog's admin database (see standin_test.go): they show that the adapter speaks the
+// protocol pgdog.md documents and decodes the replies it documents, not that PgDog
+// behaves so. RT4 runs the same adapter against a real PgDog.
+
+const adminPassword = "admin-secret"
+
+func startStandIn(t *testing.T, dir string) *standIn {
+	t.Helper()
+	s, err := newStandIn(dir, adminPassword)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newInstance(t *testing.T, s *standIn, dir string) *pgdog.Instance {
+	t.Helper()
+	i, err := pgdog.New(pgdog.Config{ID: "pgdog-1", Admin: s.DSN(), Dir: dir, Database: "app"})
+	require.NoError(t, err)
+	t.Cleanup(func() { i.Close() })
+	return i
+}
+
+var testCreds = render.Credentials{
+	Users:       []render.User{{Name: "app", Password: "app-secret"}},
+	SchemaAdmin: render.User{Name: "migrator", Password: "migrator-secret"},
+	Admin:       render.Admin{Password: adminPassword},
+}
+
+func record(g uint64, hosts ...string) *shardmap.Record {
+	var bs []shardmap.Backend
+	for _, h := range hosts {
+		bs = append(bs, shardmap.Backend{Host: h, Port: 5432, Database: "app"})
+	}
+	rec := shardmap.NewPgHash("app", shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"orders"}}, bs...)
+	rec.Generation = g
+	return rec
+}
+
+func renderFiles(t *testing.T, rec *shardmap.Record) render.Files {
+	t.Helper()
+	fs, err := render.PgDog(rec, testCreds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+	require.NoError(t, err)
+	return fs
+}
+
+// resharding returns rec moving to a target layout over hosts, as the cutover renders it.
+func resharding(rec *shardmap.Record, hosts ...string) *shardmap.Record {
+	target := shardmap.Layout{Scheme: shardmap.PgHash{Key: rec.Scheme.ShardKey(), Shards: uint32(len(hosts))}}
+	for i, h := range hosts {
+		target.Shards = append(target.Shards, shardmap.Shard{Name: "n" + string(rune('0'+i)), Backend: shardmap.Backend{Host: h, Port: 5432, Database: "app"}, Fence: shardmap.FenceOpen})
+	}
+	rec.Target = &target
+	rec.State = shardmap.State{Phase: shardmap.Resharding, To: rec.Generation + 1}
+	return rec
+}
+
+// applied starts a stand-in and an instance on it, and applies rec.
+func applied(t *testing.T, rec *shardmap.Record) (*standIn, *pgdog.Instance) {
+	t.Helper()
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	_, err := i.Apply(context.Background(), rec.Generation, renderFiles(t, rec))
+	require.NoError(t, err)
+	return s, i
+}
+
+func TestStandInApplyReloadsAndReadsGeneration(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+
+	o, err := i.Observe(ctx)
+	require.NoError(t, err)
+	require.False(t, o.GenerationKnown, "an instance started without Loam's files shows no generation")
+
+	for _, g := range []uint64{1, 2, 9} {
+		files := renderFiles(t, record(g, "10.0.0.1", "10.0.0.2"))
+		a, err := i.Apply(ctx, g, files)
+		require.NoError(t, err)
+		require.Equal(t, g, a.Generation)
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(dir, f.Name))
+			require.NoError(t, err)
+			require.Equal(t, f.Data, data, "Apply writes the files where the instance reads them")
+		}
+		o, err := i.Observe(ctx)
+		require.NoError(t, err)
+		require.True(t, o.GenerationKnown)
+		require.Equal(t, g, o.Generation)
+		require.Contains(t, o.Version, "PgDog v")
+	}
+	left, err := filepath.Glob(filepath.Join(dir, ".*tmp*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "no temporary files are left behind")
+
+	pools, err := i.Pools(ctx)
+	require.NoError(t, err)
+	var addrs []string
+	for _, p := range pools {
+		if p.Database == "app" && p.User == "app" {
+			addrs = append(addrs, p.Addr)
+		}
+	}
+	require.ElementsMatch(t, []string{"10.0.0.1", "10.0.0.2"}, addrs, "SHOW POOLS shows the loaded shards")
+	want, err := render.ExpectedPools(record(9, "10.0.0.1", "10.0.0.2"), testCreds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+	require.NoError(t, err)
+	var got []render.PoolRow
+	for _, p := range pools {
+		got = append(got, p.Row())
+	}
+	require.ElementsMatch(t, want, got, "every pool the files produce, and no other")
+}
+
+func TestStandInApplyOfBadFilesKeepsOldConfig(t *testing.T) {
+	s, i := applied(t, record(1, "10.0.0.1"))
+	ctx := context.Background()
+	var err error
+
+	bad, err := render.NewFiles(render.File{Name: render.PgDogConfigFile, Data: []byte("[[databases]\n")})
+	require.NoError(t, err)
+	_, err = i.Apply(ctx, 2, bad)
+	require.ErrorIs(t, err, pgdog.ErrExecution)
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "58000", re.Code)
+	require.Equal(t, "pgdog-1", re.Instance)
+	require.Equal(t, "Reload", re.Op)
+	var ce *pgdog.CommandError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "FATAL", ce.Severity)
+
+	o, err := i.Observe(ctx) // PgDog closed the connection: the adapter reconnects
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), o.Generation, "a RELOAD that fails keeps the config that was loaded")
+	require.Equal(t, 2, s.Logins())
+}
+
+func TestStandInApplyToAnotherDirectoryIsNotLoaded(t *testing.T) {
+	started := t.TempDir()
+	s := startStandIn(t, started)
+	i := newInstance(t, s, t.TempDir()) // not where the instance reads its files
+	_, err := i.Apply(context.Background(), 3, renderFiles(t, record(3, "10.0.0.1")))
+	require.ErrorIs(t, err, pgdog.ErrNotLoaded)
+	require.Contains(t, err.Error(), "--config")
+}
+
+func TestStandInPauseResumeMaintenance(t *testing.T) {
+	s, i := applied(t, record(1, "10.0.0.1", "10.0.0.2"))
+	ctx := context.Background()
+	var err error
+
+	require.NoError(t, i.Pause(ctx, "app"))
+	o, err := i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"app"}, o.Paused)
+	_, err = i.Apply(ctx, 2, renderFiles(t, record(2, "10.0.0.1", "10.0.0.2")))
+	require.NoError(t, err)
+	o, err = i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"app"}, o.Paused, "paused pools stay paused across RELOAD")
+	require.NoError(t, i.Resume(ctx, "app"))
+	o, err = i.Observe(ctx)
+	require.NoError(t, err)
+	require.Empty(t, o.Paused)
+
+	require.NoError(t, i.Maintenance(ctx, true, "app"))
+	require.NoError(t, i.Maintenance(ctx, false, ""))
+	require.NoError(t, i.Pause(ctx, ""))
+	o, err = i.Observe(ctx)
+	require.NoError(t, err)
+	require.Contains(t, o.Paused, "app", "a bare PAUSE pauses every pool")
+	require.NoError(t, i.Resume(ctx, ""))
+
+	require.Subset(t, s.Received(), []string{"PAUSE app", "RESUME app", "MAINTENANCE ON app", "MAINTENANCE OFF", "PAUSE", "RESUME", "RELOAD"})
+}
+
+// TestStandInNamesCheckedBeforeSending: PgDog lowercases the whole command, so "PAUSE App"
+// pauses "app" (the stand-in does the same, shown first). The adapter refuses such names
+// before anything is sent.
+func TestStandInNamesCheckedBeforeSending(t *testing.T) {
+	s, i := applied(t, record(1, "10.0.0.1"))
+	ctx := context.Background()
+	var err error
+
+	_, err = i.Exec(ctx, "raw", "PAUSE App")
+	require.NoError(t, err)
+	o, err := i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"app"}, o.Paused, "the hazard: a command naming App acted on app")
+	require.NoError(t, i.Resume(ctx, "app"))
+
+	before := len(s.Received())
+	for name, call := range map[string]func() error{
+		"pause upper":       func() error { return i.Pause(ctx, "App") },
+		"resume space":      func() error { return i.Resume(ctx, "app x") },
+		"maintenance semi":  func() error { return i.Maintenance(ctx, true, "app;") },
+		"copy publication":  func() error { _, err := i.CopyData(ctx, "app", "app__reshard_1", "Pub", "slot"); return err },
+		"copy slot quote":   func() error { _, err := i.CopyData(ctx, "app", "app__reshard_1", "pub", "s'lot"); return err },
+		"copy slot missing": func() error { _, err := i.CopyData(ctx, "app", "app__reshard_1", "pub", ""); return err },
+		"reshard unicode":   func() error { _, err := i.Reshard(ctx, "app", "äpp", "pub", ""); return err },
+		"exec semicolon":    func() error { _, err := i.Exec(ctx, "raw", "PAUSE app; RESUME app"); return err },
+	} {
+		err := call()
+		require.ErrorIs(t, err, pgdog.ErrName, name)
+		var re *adapters.RouterError
+		require.ErrorAs(t, err, &re, name)
+	}
+	require.Len(t, s.Received(), before, "nothing was sent for a refused name")
+}
+
+func TestStandInSyntaxErrorKeepsConnection(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	_, err := i.Exec(ctx, "raw", "FROBNICATE")
+	require.ErrorIs(t, err, pgdog.ErrSyntax)
+	require.NotErrorIs(t, err, pgdog.ErrExecution)
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "08P01", re.Code)
+	_, err = i.Settings(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Logins(), "a non-fatal error keeps the admin connection")
+}
+
+func TestStandInSettings(t *testing.T) {
+	_, i := applied(t, record(1, "10.0.0.1"))
+	st, err := i.Settings(context.Background())
+	require.NoError(t, err)
+	v, ok := st.Get("cutover_save_config")
+	require.True(t, ok)
+	require.Equal(t, "false", v, "the rendered [general] value, as loaded")
+	_, ok = st.Get("databases")
+	require.False(t, ok, "SHOW CONFIG shows no topology")
+}
+
+// TestStandInCopyDataCutoverStop walks the resharding commands a cutover issues on its
+// designated instance.
+func TestStandInCopyDataCutoverStop(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	rec := resharding(record(4, "10.0.0.1", "10.0.0.2"), "10.1.0.1", "10.1.0.2", "10.1.0.3")
+	_, err := i.Apply(ctx, 4, renderFiles(t, rec))
+	require.NoError(t, err)
+	dst := render.ReshardDatabase("app", 4)
+
+	started, err := i.StartCopyData(ctx, "app", dst, "loam_pub", "loam_app_4")
+	require.NoError(t, err)
+	require.Equal(t, "loam_app_4", started.Slot)
+	task := started.Task
+
+	tasks, err := i.Tasks(ctx)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1, "only root tasks; subtasks (NULL id) are left out")
+	require.Equal(t, task, tasks[0].ID)
+	require.Equal(t, "syncing schema", tasks[0].InnerStatus)
+	rows, err := i.TaskRows(ctx)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.False(t, rows[1].Root)
+
+	_, ok, err := i.SlotLag(ctx, "loam_app_4")
+	require.NoError(t, err)
+	require.False(t, ok, "lag unknown while NULL")
+	lag := int64(4096)
+	s.SetTask(task, "running", "replicating", &lag)
+	got, ok, err := i.SlotLag(ctx, "loam_app_4")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, lag, got)
+	_, ok, err = i.SlotLag(ctx, "other")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, i.Cutover(ctx, task))
+	routing := s.Routing()
+	require.Equal(t, []string{"10.1.0.1", "10.1.0.2", "10.1.0.3"}, routing["app"], "CUTOVER swapped the names in memory")
+	tasks, err = i.Tasks(ctx)
+	require.NoError(t, err)
+	require.Len(t, tasks, 2)
+	require.Equal(t, "finished", tasks[0].Status)
+	reverse := tasks[1]
+	require.Equal(t, "replicating", reverse.InnerStatus)
+
+	err = i.Cutover(ctx, task)
+	require.ErrorIs(t, err, pgdog.ErrExecution, "CUTOVER of a task that is not waiting fails")
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "58000", re.Code)
+
+	res, err := i.Stop(ctx, reverse.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgdog.Stopped, res)
+	res, err = i.Stop(ctx, 999)
+	require.NoError(t, err)
+	require.Equal(t, pgdog.TaskNotFound, res)
+	require.NoError(t, i.StopTask(ctx, 999), "a task that is gone is not an error for the cutover")
+
+	id, err := i.Reshard(ctx, "app", dst, "loam_pub", "")
+	require.NoError(t, err)
+	require.Greater(t, id, reverse.ID)
+	require.Subset(t, s.Received(), []string{"COPY_DATA app " + dst + " loam_pub loam_app_4", "CUTOVER 1", "STOP_TASK 2", "STOP_TASK 999", "RESHARD app " + dst + " loam_pub"})
+}
+
+func TestStandInCopyDataWithoutSchemaOwnerFails(t *testing.T) {
+	_, i := applied(t, record(1, "10.0.0.1"))
+	_, err := i.CopyData(context.Background(), "app", "app__reshard_1", "pub", "slot")
+	require.ErrorIs(t, err, pgdog.ErrExecution)
+	require.Contains(t, err.Error(), "schema owner")
+}
+
+func TestStandInUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	require.NoError(t, i.Reload(ctx))
+
+	s.DropConnections()
+	err := i.Reload(ctx)
+	require.ErrorIs(t, err, adapters.ErrUnreachable, "a connection that broke under a command: it may or may not have run")
+	require.NoError(t, i.Reload(ctx), "the next command reconnects")
+
+	s.Close()
+	_, err = i.Observe(ctx)
+	require.ErrorIs(t, err, adapters.ErrUnreachable)
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "pgdog-1", re.Instance)
+
+	require.NoError(t, i.Close())
+	require.ErrorIs(t, i.Reload(ctx), adapters.ErrClosed)
+}
+
+func TestStandInWrongPasswordIsNotUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i, err := pgdog.New(pgdog.Config{ID: "pgdog-1", Admin: "postgres://admin:wrong@" + s.ln.Addr().String() + "/admin?sslmode=disable", Dir: dir, Database: "app"})
+	require.NoError(t, err)
+	defer i.Close()
+	err = i.Reload(context.Background())
+	require.Error(t, err)
+	require.NotErrorIs(t, err, adapters.ErrUnreachable, "the instance answered: the login is wrong")
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "28P01", re.Code)
+}
+
+// TestStandInRejectsExtendedProtocol: a pgx connection in its default (extended protocol)
+// mode cannot talk to the admin database; the adapter, which sends only simple Query
+// messages, can.
+func TestStandInRejectsExtendedProtocol(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SHOW POOLS") // pgx uses the extended protocol for queries
+	if err == nil {
+		rows.Close()
+		err = rows.Err()
+	}
+	require.ErrorContains(t, err, "simple protocol supported only")
+
+	i := newInstance(t, s, dir)
+	_, err = i.Pools(ctx)
+	require.NoError(t, err)
+}

@@ -1,0 +1,819 @@
+package refrouter_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
+	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/conformance/pgtest"
+	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/pghash"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/configpush"
+	"loam.dev/router/machine/cutover"
+)
+
+// The fenced cutover end to end on real Postgres (§6.4): the cutover machine, run by the
+// driver, moves database app<n> from two source shards (databases on one server) to three
+// destination shards (databases on another server) while three reference-router instances
+// and eight client goroutines write. Postgres's logical replication (publication row filters
+// selecting each destination shard's rows, refrouter.Resharder) stands in for PgDog's
+// COPY_DATA and CUTOVER; adapters/postgres fences the source; instance ref-3 is unreachable
+// for the whole cutover, so it never pauses and never reloads.
+
+const (
+	cutoverInstances = 3
+	cutoverWorkers   = 8
+	srcShards        = 2
+	dstShards        = 3
+)
+
+var cutoverServerSettings = map[string]string{
+	"max_connections": "300", "wal_level": "logical", "max_replication_slots": "64", "max_wal_senders": "64",
+	"max_logical_replication_workers": "40", "max_worker_processes": "64", "max_sync_workers_per_subscription": "4",
+}
+
+type cutoverServers struct{ src, dst *pgtest.Server }
+
+func startCutoverServers(t *testing.T) cutoverServers {
+	return cutoverServers{src: cutSrc.Get(t), dst: cutDst.Get(t)}
+}
+
+type scenario int
+
+const (
+	forward  scenario = iota // the cutover finalizes
+	rollback                 // CUTOVER fails on the designated instance (before the point of no return)
+	reverse                  // Reverse after the point of no return, once every reachable instance resumed
+)
+
+func (s scenario) String() string { return [...]string{"forward", "rollback", "reverse"}[s] }
+
+// cutoverRun is one run's world and what happened in it.
+type cutoverRun struct {
+	t        *testing.T
+	servers  cutoverServers
+	scenario scenario
+	digests  bool // compare digests at every CUTOVER (adds their time to the pause)
+	mutants  cutover.Mutants
+	db, role string
+	srcDBs   []string
+	dstDBs   []string
+	rec      *shardmap.Record // the record the cutover starts from (generation 2, resharding)
+	creds    render.Credentials
+	store    *memstore.Store
+	dbRef    adapters.DBRef
+	fleet    *refrouter.Fleet
+	rs       *refrouter.Resharder
+	backends map[string]*postgres.Backend
+	logs     bytes.Buffer
+
+	mu          sync.Mutex
+	pauses      []time.Time          // successful PAUSEs
+	resumes     []time.Time          // successful RESUMEs
+	fenced      map[string]time.Time // when the first fence of each backend returned
+	unfenced    map[string]time.Time // when the first unfence after it was called
+	cutovers    int
+	resumedPost map[string]bool // instances resumed after the point of no return
+	pastPNR     chan struct{}
+	checks      []digestCheck
+	marks       []mark // when steps started and ended, for the log
+}
+
+type mark struct {
+	what string
+	at   time.Time
+}
+
+func (r *cutoverRun) mark(what string) {
+	r.mu.Lock()
+	r.marks = append(r.marks, mark{what, time.Now()})
+	r.mu.Unlock()
+}
+
+// digestCheck compares, at a CUTOVER (instances paused, old shards fenced, stream drained),
+// one new shard's rows with the old shards' rows that belong to it.
+type digestCheck struct {
+	direction string
+	shard     int
+	want, got adapters.TableDigest
+	misplaced adapters.TableDigest // the new shard's rows that do NOT route to it (must be 0)
+}
+
+func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
+	t.Helper()
+	r := &cutoverRun{t: t, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
+		backends: map[string]*postgres.Backend{}, fenced: map[string]time.Time{}, unfenced: map[string]time.Time{},
+		resumedPost: map[string]bool{}, pastPNR: make(chan struct{})}
+	ddl := "CREATE TABLE t (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON t TO " + r.role
+	for _, s := range []*pgtest.Server{servers.src, servers.dst} {
+		s.Exec(t, "postgres", "CREATE ROLE "+r.role+" LOGIN PASSWORD 'pw'")
+	}
+	for i := range srcShards {
+		name := fmt.Sprintf("c%d_src%d", n, i)
+		servers.src.CreateDatabase(t, name)
+		servers.src.Exec(t, name, ddl)
+		r.srcDBs = append(r.srcDBs, name)
+	}
+	for j := range dstShards {
+		name := fmt.Sprintf("c%d_dst%d", n, j)
+		servers.dst.CreateDatabase(t, name)
+		servers.dst.Exec(t, name, ddl)
+		r.dstDBs = append(r.dstDBs, name)
+	}
+	backend := func(s *pgtest.Server, db string) shardmap.Backend {
+		return shardmap.Backend{Host: "127.0.0.1", Port: uint16(s.Port), Database: db}
+	}
+	var src, dst []shardmap.Backend
+	for _, d := range r.srcDBs {
+		src = append(src, backend(servers.src, d))
+	}
+	for _, d := range r.dstDBs {
+		dst = append(dst, backend(servers.dst, d))
+	}
+	key := shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"t"}}
+	r.rec = shardmap.NewPgHash(r.db, key, src...)
+	target := shardmap.NewPgHash(r.db, key, dst...).Layout
+	for j := range target.Shards {
+		target.Shards[j].Name = fmt.Sprintf("n%d", j)
+	}
+	r.creds = render.Credentials{Users: []render.User{{Name: r.role, Password: "pw"}},
+		SchemaAdmin: render.User{Name: "migrator", Password: "pw"}, Admin: render.Admin{Password: "admin"}}
+	r.store = memstore.New()
+	r.dbRef = adapters.DBRef{Namespace: "ns", Database: r.db}
+
+	ctx := context.Background()
+	g1 := r.rec.Clone()
+	_, err := r.store.CAS(ctx, r.dbRef, 0, g1)
+	require.NoError(t, err)
+	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: cutoverInstances, Database: r.db, User: r.role,
+		MaxConns: 4, Files: r.render(t, g1)})
+	require.NoError(t, err)
+	t.Cleanup(r.fleet.Close)
+
+	// Generation 2: resharding towards the target. ConfigPush's part (every instance on it,
+	// the destination database rendered everywhere) is done here by hand.
+	r.rec.Generation, r.rec.Target = 2, &target
+	r.rec.State = shardmap.State{Phase: shardmap.Resharding, To: 3}
+	r.rec.Version, err = r.store.CAS(ctx, r.dbRef, 1, r.rec)
+	require.NoError(t, err)
+	for _, inst := range r.fleet.Instances() {
+		_, err := inst.Apply(ctx, 2, r.render(t, r.rec))
+		require.NoError(t, err)
+	}
+	for _, l := range []shardmap.Layout{r.rec.Layout, target} {
+		for _, s := range l.Shards {
+			b, err := postgres.Open(ctx, r.dsn(s.Backend), postgres.Options{})
+			require.NoError(t, err)
+			t.Cleanup(b.Close)
+			r.backends[driver.BackendKey(s.Backend)] = b
+		}
+	}
+	r.rs, err = refrouter.NewResharder(r.fleet.Router("ref-1"), r.rec, r.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.rs.Close(ctx); err != nil {
+			t.Errorf("stopping the replication streams: %v", err)
+		}
+	})
+	return r
+}
+
+func (r *cutoverRun) render(t *testing.T, rec *shardmap.Record) render.Files {
+	t.Helper()
+	fs, err := render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+	require.NoError(t, err)
+	return fs
+}
+
+// dsn is a superuser connection to a shard's database: the resharder's and the fence's.
+func (r *cutoverRun) dsn(b shardmap.Backend) string { return r.server(b).DSN(b.Database) }
+
+func (r *cutoverRun) server(b shardmap.Backend) *pgtest.Server {
+	if int(b.Port) == r.servers.src.Port {
+		return r.servers.src
+	}
+	return r.servers.dst
+}
+
+// instance records the PAUSEs and RESUMEs that succeed.
+type instance struct {
+	id string
+	r  *cutoverRun
+}
+
+func (i instance) inst() adapters.RouterInstance { return i.r.fleet.Router(i.id) }
+func (i instance) ID() string                    { return i.id }
+func (i instance) Apply(ctx context.Context, g uint64, fs render.Files) (adapters.Applied, error) {
+	i.r.mark("reload " + i.id)
+	defer i.r.mark("reloaded " + i.id)
+	return i.inst().Apply(ctx, g, fs)
+}
+func (i instance) Observe(ctx context.Context) (adapters.Observed, error) {
+	return i.inst().Observe(ctx)
+}
+func (i instance) Pause(ctx context.Context, db string) error {
+	err := i.inst().Pause(ctx, db)
+	i.r.mark("paused " + i.id)
+	if err == nil {
+		i.r.mu.Lock()
+		i.r.pauses = append(i.r.pauses, time.Now())
+		i.r.mu.Unlock()
+	}
+	return err
+}
+func (i instance) Resume(ctx context.Context, db string) error {
+	err := i.inst().Resume(ctx, db)
+	i.r.mark("resumed " + i.id)
+	if err == nil {
+		i.r.mu.Lock()
+		i.r.resumes = append(i.r.resumes, time.Now())
+		if i.r.cutovers > 0 && i.r.scenario == reverse && !i.r.resumedPost[i.id] {
+			i.r.resumedPost[i.id] = true
+			if len(i.r.resumedPost) == cutoverInstances-1 {
+				close(i.r.pastPNR)
+			}
+		}
+		i.r.mu.Unlock()
+	}
+	return err
+}
+
+// shard records when each fence took effect.
+type shard struct {
+	adapters.ShardBackend
+	key string
+	r   *cutoverRun
+}
+
+func (s shard) FenceWrites(ctx context.Context, role string) error {
+	s.r.mark("fence " + s.key)
+	defer s.r.mark("fenced " + s.key)
+	err := s.ShardBackend.FenceWrites(ctx, role)
+	if err == nil {
+		s.r.mu.Lock()
+		if _, ok := s.r.fenced[s.key]; !ok {
+			s.r.fenced[s.key] = time.Now()
+		}
+		s.r.mu.Unlock()
+	}
+	return err
+}
+
+func (s shard) UnfenceWrites(ctx context.Context, role string) error {
+	called := time.Now() // the login may come back at any moment from here on
+	err := s.ShardBackend.UnfenceWrites(ctx, role)
+	if err == nil {
+		s.r.mu.Lock()
+		if _, ok := s.r.unfenced[s.key]; !ok && !s.r.fenced[s.key].IsZero() {
+			s.r.unfenced[s.key] = called
+		}
+		s.r.mu.Unlock()
+	}
+	return err
+}
+
+// resharder checks the copy at every CUTOVER, while nothing can write: it compares each new
+// shard with the old shards' rows that route to it.
+type resharder struct {
+	*refrouter.Resharder
+	r *cutoverRun
+}
+
+func (rs resharder) Cutover(ctx context.Context, task int64) error {
+	if rs.r.scenario == rollback {
+		return fmt.Errorf("CUTOVER %d failed (injected by the rollback scenario)", task)
+	}
+	rs.r.mark("cutover")
+	err := rs.Resharder.Cutover(ctx, task)
+	rs.r.mark("cut over")
+	if err == nil {
+		rs.r.mu.Lock()
+		rs.r.cutovers++
+		rs.r.mu.Unlock()
+	}
+	if err != nil || !rs.r.digests {
+		return err
+	}
+	r := rs.r
+	r.mu.Lock()
+	n := r.cutovers
+	r.mu.Unlock()
+	from, to, dir := r.rec.Layout, *r.rec.Target, "forward"
+	if n%2 == 0 {
+		from, to, dir = to, from, "reverse"
+	}
+	for j, s := range to.Shards {
+		c := digestCheck{direction: dir, shard: j}
+		for _, o := range from.Shards {
+			d, err := r.backends[driver.BackendKey(o.Backend)].Checksum(ctx, "t", adapters.ShardFn{Scheme: to.Scheme, Shard: uint32(j)})
+			if err != nil {
+				return err
+			}
+			c.want = addDigests(c.want, d)
+		}
+		b := r.backends[driver.BackendKey(s.Backend)]
+		var err error
+		if c.got, err = b.Checksum(ctx, "t", adapters.ShardFn{}); err != nil {
+			return err
+		}
+		own, err := b.Checksum(ctx, "t", adapters.ShardFn{Scheme: to.Scheme, Shard: uint32(j)})
+		if err != nil {
+			return err
+		}
+		c.misplaced.Rows = c.got.Rows - own.Rows
+		r.mu.Lock()
+		r.checks = append(r.checks, c)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// addDigests adds two digests of disjoint row sets: adapters/postgres documents its digest as
+// the lane-wise sum (four 64-bit lanes) of the rows' SHA-256 hashes.
+func addDigests(a, b adapters.TableDigest) adapters.TableDigest {
+	out := adapters.TableDigest{Table: b.Table, Rows: a.Rows + b.Rows}
+	for i := 0; i < 32; i += 8 {
+		binary.BigEndian.PutUint64(out.Sum[i:], binary.BigEndian.Uint64(a.Sum[i:])+binary.BigEndian.Uint64(b.Sum[i:]))
+	}
+	return out
+}
+
+// filesTarget is the ConfigMap: every instance's directory, which a restarted instance reads.
+type filesTarget struct {
+	mu  sync.Mutex
+	gen uint64
+	f   *refrouter.Fleet
+}
+
+func (ft *filesTarget) WriteFiles(ctx context.Context, g uint64, files render.Files) error {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if g < ft.gen {
+		return fmt.Errorf("files of generation %d are there: %w", ft.gen, configpush.ErrNewerGeneration)
+	}
+	for _, id := range ft.f.IDs() {
+		if err := writeFiles(ft.f.Router(id).Dir(), files); err != nil {
+			return err
+		}
+	}
+	ft.gen = g
+	return nil
+}
+
+// outcome is what a run measured.
+type outcome struct {
+	done                   cutover.Done
+	writes                 []refrouter.Write
+	windows                [][2]time.Time // each from its first PAUSE to the last RESUME before the next PAUSE
+	pauseWindow            time.Duration  // the first window
+	p99Steady, p99Cutover  time.Duration
+	acked, fenced, failed  int
+	lost                   int
+	firstPause, lastResume time.Time
+}
+
+// drive runs the load, the cutover and the scenario's decision, and stops the load a while
+// after the cutover ends.
+func (r *cutoverRun) drive(steady time.Duration) outcome {
+	t := r.t
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	load := r.fleet.StartLoad(ctx, refrouter.LoadOptions{Workers: cutoverWorkers, Table: "t"})
+	time.Sleep(steady)
+	start := time.Now()
+	r.fleet.Router("ref-3").SetUnreachable(true)
+
+	insts, reshards, backs := map[string]adapters.RouterInstance{}, map[string]adapters.Resharder{}, map[string]adapters.ShardBackend{}
+	for _, id := range r.fleet.IDs() {
+		insts[id] = instance{id, r}
+	}
+	reshards["ref-1"] = resharder{r.rs, r}
+	for k, b := range r.backends {
+		backs[k] = shard{b, k, r}
+	}
+	done := make(chan cutover.Done, 1)
+	exec := &driver.CutoverExecutor{DB: r.dbRef, Store: r.store, Target: &filesTarget{gen: 2, f: r.fleet},
+		Render: func(rec *shardmap.Record) (render.Files, error) {
+			return render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+		},
+		Instance: driver.Lookup(insts), Resharder: driver.Lookup(reshards), Backend: driver.Lookup(backs),
+		OnDone: func(d cutover.Done) { done <- d }, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))}
+	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 50, RetryAfter: 50, Attempts: 3, Grace: 100, CatchUpDeadline: 60_000, Mutants: r.mutants}
+	if r.scenario == forward {
+		opts.FinalizeAfter = 200
+	}
+	ids := r.fleet.IDs()
+	startIn := cutover.Start{Record: r.rec.Clone(), Plan: cutover.Plan{Designated: "ref-1", Instances: ids, Role: r.role,
+		Publication: "loam_" + r.db, Options: opts}}
+	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard}
+	if r.scenario == reverse {
+		inputs := make(chan cutover.Input)
+		cfg.Inputs = inputs
+		go func() {
+			defer close(inputs)
+			select {
+			case <-r.pastPNR:
+				inputs <- cutover.Reverse{}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	err := driver.Run(ctx, driver.Cutover(exec), cfg, cutover.Input(startIn))
+	if err != nil {
+		t.Log(r.logs.String())
+	}
+	require.NoError(t, err, "the cutover driver")
+	var o outcome
+	select {
+	case o.done = <-done:
+	default:
+		t.Log(r.logs.String())
+		t.Fatal("the cutover ended without Done")
+	}
+	end := time.Now()
+	time.Sleep(steady / 2) // writes after the cutover, by the generation in force
+	o.writes = load.Stop()
+	o.acked, o.fenced, o.failed = refrouter.Tally(o.writes)
+	for _, w := range o.writes {
+		if !w.Acked() && !w.Fenced() {
+			require.ErrorIs(t, w.Err, context.Canceled, "write %d via %s: a write either succeeds, is refused by the fence, or is cut short by the end of the load", w.Key, w.Router)
+		}
+	}
+
+	r.mu.Lock()
+	if testing.Verbose() {
+		for _, m := range r.marks {
+			if len(r.pauses) > 0 {
+				t.Logf("%+8.1fms %s", float64(m.at.Sub(r.pauses[0]).Microseconds())/1000, m.what)
+			}
+		}
+	}
+	o.windows = pauseWindows(r.pauses, r.resumes)
+	r.mu.Unlock()
+	if len(o.windows) > 0 {
+		o.firstPause, o.lastResume = o.windows[0][0], o.windows[len(o.windows)-1][1]
+		o.pauseWindow = o.windows[0][1].Sub(o.windows[0][0])
+	}
+	// Latency is that of the clients of the instances the cutover pauses (ref-3, which it
+	// cannot reach, is never paused): their writes acknowledged in the half second before
+	// the cutover started, against those that started inside a pause window.
+	var steadyLat, cutLat []time.Duration
+	for _, w := range o.writes {
+		switch {
+		case !w.Acked() || w.Router == "ref-3":
+		case w.Start.After(start.Add(-steady/2)) && w.Start.Before(start):
+			steadyLat = append(steadyLat, w.Latency)
+		case slices.ContainsFunc(o.windows, func(win [2]time.Time) bool { return !w.Start.Before(win[0]) && !w.Start.After(win[1]) }):
+			cutLat = append(cutLat, w.Latency)
+		}
+	}
+	o.p99Steady, o.p99Cutover = p99(steadyLat), p99(cutLat)
+	// A write the pause held is routed when released, by the generation in force then: the
+	// fence never refuses it.
+	for _, w := range o.writes {
+		if w.Router != "ref-3" && slices.ContainsFunc(o.windows, func(win [2]time.Time) bool { return w.Start.After(win[0]) && w.Start.Before(win[1]) }) {
+			require.False(t, w.Fenced(), "%s's write %d, held by the pause, was refused by the fence after its release: %v", w.Router, w.Key, w.Err)
+		}
+	}
+	t.Logf("%s: outcome %s in %v; pause window %v (%d windows); writes acked %d, refused by the fence %d, failed otherwise %d; p99 steady %v, during the pause %v",
+		r.scenario, o.done.Outcome, end.Sub(start).Round(time.Millisecond), o.pauseWindow.Round(time.Microsecond), len(o.windows), o.acked, o.fenced, o.failed,
+		o.p99Steady, o.p99Cutover)
+	return o
+}
+
+// pauseWindows groups PAUSEs and RESUMEs into windows of write unavailability: a window
+// opens at a PAUSE and closes at the last RESUME before the next PAUSE.
+func pauseWindows(pauses, resumes []time.Time) [][2]time.Time {
+	type ev struct {
+		at    time.Time
+		pause bool
+	}
+	var evs []ev
+	for _, p := range pauses {
+		evs = append(evs, ev{p, true})
+	}
+	for _, r := range resumes {
+		evs = append(evs, ev{r, false})
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	var out [][2]time.Time
+	open := false
+	for _, e := range evs {
+		switch {
+		case e.pause && (!open || !out[len(out)-1][1].IsZero()):
+			out = append(out, [2]time.Time{e.at})
+			open = true
+		case !e.pause && open:
+			out[len(out)-1][1] = e.at
+		}
+	}
+	if n := len(out); n > 0 && out[n-1][1].IsZero() {
+		out = out[:n-1] // paused and never resumed: no window to measure
+	}
+	return out
+}
+
+func p99(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*99+99)/100-1]
+}
+
+// rows reads every row of t on the given databases: id -> the indexes of the databases
+// holding it, and id -> the router column.
+func rows(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
+	t.Helper()
+	where, by := map[int64][]int{}, map[int64]string{}
+	for i, db := range dbs {
+		conn := s.Connect(t, db)
+		rs, err := conn.Query(context.Background(), "SELECT id, router FROM t")
+		require.NoError(t, err)
+		for rs.Next() {
+			var id int64
+			var router string
+			require.NoError(t, rs.Scan(&id, &router))
+			where[id] = append(where[id], i)
+			by[id] = router
+		}
+		require.NoError(t, rs.Err())
+		conn.Close(context.Background())
+	}
+	return where, by
+}
+
+// checkExactlyOnce: every acknowledged write is stored exactly once among dbs, on the shard
+// the layout routes it to; every stored row comes from a write of the load that was not
+// refused by a fence. It returns how many acknowledged writes are missing (lost).
+func checkExactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
+	t.Helper()
+	byKey := map[int64]refrouter.Write{}
+	lost := 0
+	for _, w := range writes {
+		byKey[w.Key] = w
+		if !w.Acked() {
+			continue
+		}
+		if len(where[w.Key]) == 0 {
+			lost++
+			continue
+		}
+		require.Equal(t, []int{int(pghash.ShardOfInt8(w.Key, uint64(n)))}, where[w.Key],
+			"%s: acknowledged write %d (via %s) must be stored exactly once, on its shard", what, w.Key, w.Router)
+	}
+	for id := range where {
+		w, ok := byKey[id]
+		require.True(t, ok, "%s: row %d comes from no write of the load", what, id)
+		require.False(t, w.Fenced(), "%s: row %d comes from a write the fence refused (%v)", what, id, w.Err)
+	}
+	return lost
+}
+
+func (r *cutoverRun) checkDigests(t *testing.T, dirs ...string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, dir := range dirs {
+		n := 0
+		for _, c := range r.checks {
+			if c.direction != dir {
+				continue
+			}
+			n++
+			require.NotZero(t, c.want.Rows, "%s shard %d: the checked copy is not empty", dir, c.shard)
+			require.Equal(t, c.want, c.got, "%s cutover, new shard %d: its rows' digest must equal the old shards' rows that route to it", dir, c.shard)
+			require.Zero(t, c.misplaced.Rows, "%s cutover, new shard %d holds rows of another shard", dir, c.shard)
+		}
+		require.NotZero(t, n, "no %s cutover was checked", dir)
+	}
+}
+
+// checkStale: instance ref-3, unreachable for the whole cutover, kept routing to the
+// source. The fence is the role's, so it holds on a whole server: from the first FenceWrites
+// on any of its shards returning to the first UnfenceWrites on any of them being called.
+// Each write of ref-3 made inside that window (started after it opened, ended before it
+// closed) was refused by the fence and did not land on the source; and the fence refused
+// some of ref-3's writes (the check is not vacuous).
+func (r *cutoverRun) checkStale(t *testing.T, o outcome, srcWhere map[int64][]int, srcBy map[int64]string) {
+	t.Helper()
+	r.mu.Lock()
+	var from, until time.Time
+	for _, s := range r.rec.Shards {
+		k := driver.BackendKey(s.Backend)
+		if f := r.fenced[k]; !f.IsZero() && (from.IsZero() || f.Before(from)) {
+			from = f
+		}
+		if u := r.unfenced[k]; !u.IsZero() && (until.IsZero() || u.Before(until)) {
+			until = u
+		}
+	}
+	r.mu.Unlock()
+	require.False(t, from.IsZero(), "the source was fenced")
+	inside, refused := 0, 0
+	for _, w := range o.writes {
+		if w.Router != "ref-3" {
+			continue
+		}
+		if w.Fenced() {
+			refused++
+		}
+		if !w.Start.After(from) || !until.IsZero() && !w.Start.Add(w.Latency).Before(until) || errors.Is(w.Err, context.Canceled) {
+			continue
+		}
+		require.True(t, w.Fenced(), "ref-3's write %d started %v after the fence (unfenced %v after it) and must be refused by it; it took %v and got %v",
+			w.Key, w.Start.Sub(from), until.Sub(from), w.Latency, w.Err)
+		require.False(t, srcBy[w.Key] == "ref-3" && len(srcWhere[w.Key]) > 0, "ref-3's write %d landed on the source after the fence", w.Key)
+		inside++
+	}
+	require.NotZero(t, refused, "the fence refused some of ref-3's writes")
+	t.Logf("ref-3: %d writes refused by the fence, %d of them inside the fence window", refused, inside)
+}
+
+func TestRealFencedCutoverUnderLoad(t *testing.T) {
+	servers := startCutoverServers(t)
+	t.Run("forward", func(t *testing.T) {
+		r := newCutoverRun(t, servers, 1, forward, true)
+		o := r.drive(time.Second)
+		d := o.done
+		require.Equal(t, cutover.Finalized, d.Outcome, "%s\n%s", d.Reason, r.logs.String())
+		require.Equal(t, []string{"ref-3"}, d.Missed, "ref-3 could not be paused")
+		require.Equal(t, []string{"ref-3"}, d.Lagging, "ref-3 could not be reloaded")
+		r.checkDigests(t, "forward")
+
+		dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+		lost := checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
+		require.Zero(t, lost, "acknowledged writes lost")
+		srcWhere, srcBy := rows(t, servers.src, r.srcDBs)
+		r.checkStale(t, o, srcWhere, srcBy)
+
+		// The reachable instances converged on generation 3: ref-2 reloaded it; ref-1 (the
+		// designated one) swapped its routing in memory at CUTOVER, as PgDog does, and was
+		// not reloaded. Both wrote to the new shards after resuming, never refused.
+		obs, err := r.fleet.Router("ref-2").Observe(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), obs.Generation)
+		dstNames := map[string]bool{}
+		for _, s := range r.rec.Target.Shards {
+			dstNames[driver.BackendKey(s.Backend)] = true
+		}
+		after := 0
+		for _, w := range o.writes {
+			if w.Router != "ref-3" && w.Start.After(o.lastResume) && w.Err == nil {
+				require.True(t, dstNames[w.Result.Backend], "%s's write %d after the cutover went to %s", w.Router, w.Key, w.Result.Backend)
+				after++
+			}
+			if w.Router != "ref-3" {
+				require.False(t, w.Fenced(), "%s is never refused by the fence", w.Router)
+			}
+		}
+		require.NotZero(t, after)
+		rec, err := r.store.Read(context.Background(), r.dbRef)
+		require.NoError(t, err)
+		require.Equal(t, shardmap.Serving, rec.State.Phase)
+		require.Nil(t, rec.Target)
+		require.Equal(t, r.rec.Target.Shards, rec.Shards, "the record serves the new layout")
+
+		// ref-3 restarts: it reads the files the cutover wrote before any RELOAD, and routes
+		// to the new shards.
+		require.NoError(t, r.fleet.Restart(context.Background(), "ref-3"))
+		obs, err = r.fleet.Router("ref-3").Observe(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), obs.Generation)
+		key := int64(1) << 50
+		res, err := r.fleet.Router("ref-3").Exec(context.Background(), key, "INSERT INTO t VALUES ($1, 0, 0, 'ref-3')", key)
+		require.NoError(t, err)
+		require.True(t, dstNames[res.Backend])
+	})
+	t.Run("rollback", func(t *testing.T) {
+		r := newCutoverRun(t, servers, 2, rollback, true)
+		o := r.drive(time.Second)
+		require.Equal(t, cutover.RolledBack, o.done.Outcome, "%s\n%s", o.done.Reason, r.logs.String())
+		srcWhere, srcBy := rows(t, servers.src, r.srcDBs)
+		require.Zero(t, checkExactlyOnce(t, srcWhere, o.writes, srcShards, "source"), "acknowledged writes lost")
+		r.checkStale(t, o, srcWhere, srcBy)
+		rec, err := r.store.Read(context.Background(), r.dbRef)
+		require.NoError(t, err)
+		require.Equal(t, shardmap.Serving, rec.State.Phase)
+		require.Equal(t, r.rec.Shards, rec.Shards, "the record serves the source layout again")
+		// The source is unfenced: ref-3 writes again once the rollback is done.
+		late := 0
+		for _, w := range o.writes {
+			if w.Router == "ref-3" && w.Start.After(o.lastResume) && !errors.Is(w.Err, context.Canceled) {
+				require.NoError(t, w.Err, "ref-3 after the rollback")
+				late++
+			}
+		}
+		require.NotZero(t, late)
+		r.requireNoSubscriptions(t)
+	})
+	t.Run("reverse", func(t *testing.T) {
+		r := newCutoverRun(t, servers, 3, reverse, true)
+		o := r.drive(time.Second)
+		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s", o.done.Reason, r.logs.String())
+		r.checkDigests(t, "forward", "reverse")
+		// Writes made on the new shards before the reverse came back with the reverse stream.
+		srcWhere, _ := rows(t, servers.src, r.srcDBs)
+		require.Zero(t, checkExactlyOnce(t, srcWhere, o.writes, srcShards, "source after the reverse"), "acknowledged writes lost")
+		rec, err := r.store.Read(context.Background(), r.dbRef)
+		require.NoError(t, err)
+		require.Equal(t, r.rec.Shards, rec.Shards, "the record serves the source layout again")
+		onNew := 0
+		for _, w := range o.writes {
+			if w.Err == nil && w.Result.Backend != "" && slices.ContainsFunc(r.rec.Target.Shards, func(s shardmap.Shard) bool {
+				return driver.BackendKey(s.Backend) == w.Result.Backend
+			}) {
+				onNew++
+			}
+		}
+		require.NotZero(t, onNew, "some writes went to the new shards between the cutover and the reverse")
+	})
+}
+
+// TestRealCutoverCatchesSkipFence: the same cutover with the machine's SkipFence mutant (the
+// source is never fenced) loses acknowledged writes: ref-3, which never learns of the
+// cutover, keeps writing to the source after the stream was drained, and the exactly-once
+// check of the destination finds them missing.
+func TestRealCutoverCatchesSkipFence(t *testing.T) {
+	servers := startCutoverServers(t)
+	r := newCutoverRun(t, servers, 4, forward, false)
+	r.mutants.SkipFence = true
+	o := r.drive(time.Second)
+	require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
+	require.Zero(t, o.fenced, "nothing was fenced")
+	dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+	lost := checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
+	require.NotZero(t, lost, "without the fence, the stale instance's acknowledged writes must be found missing")
+	t.Logf("SkipFence: %d acknowledged writes missing from the destination", lost)
+}
+
+// requireNoSubscriptions: a rolled-back copy leaves no replication behind.
+func (r *cutoverRun) requireNoSubscriptions(t *testing.T) {
+	t.Helper()
+	for _, db := range r.dstDBs {
+		conn := r.servers.dst.Connect(t, db)
+		var n int
+		require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_subscription WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&n))
+		conn.Close(context.Background())
+		require.Zero(t, n, "subscriptions left on %s", db)
+	}
+}
+
+// TestRealCutoverFigures runs the forward cutover LOAM_CUTOVER_RUNS times (default: skipped)
+// and reports the closing note's figures: the pause window (first PAUSE to last RESUME) at 3
+// instances, median and max; the p99 latency of the paused instances' clients for writes
+// started inside the window against steady state; writes acknowledged, refused by the fence
+// and lost per run. Digests are not compared at the CUTOVER here (they take seconds inside
+// the pause on these machines); TestRealFencedCutoverUnderLoad compares them.
+func TestRealCutoverFigures(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("LOAM_CUTOVER_RUNS"))
+	if runs <= 0 {
+		t.Skip("set LOAM_CUTOVER_RUNS=10 to measure the cutover figures")
+	}
+	servers := startCutoverServers(t)
+	var windows []time.Duration
+	var ratios []float64
+	for n := 1; n <= runs; n++ {
+		t.Run(fmt.Sprintf("run=%d", n), func(t *testing.T) {
+			r := newCutoverRun(t, servers, 100+n, forward, false)
+			o := r.drive(time.Second)
+			require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
+			dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+			o.lost = checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
+			require.Zero(t, o.lost)
+			windows = append(windows, o.pauseWindow)
+			ratio := float64(o.p99Cutover) / float64(o.p99Steady)
+			ratios = append(ratios, ratio)
+			t.Logf("run %d: pause window %v; p99 steady %v, during the pause %v (ratio %.1f); acknowledged %d, refused by the fence %d, failed otherwise %d, lost %d",
+				n, o.pauseWindow.Round(time.Microsecond), o.p99Steady, o.p99Cutover, ratio, o.acked, o.fenced, o.failed, o.lost)
+		})
+	}
+	require.Len(t, windows, runs, "every run measured")
+	sort.Slice(windows, func(i, j int) bool { return windows[i] < windows[j] })
+	sort.Float64s(ratios)
+	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
+		runs, cutoverInstances, cutoverWorkers, windows[len(windows)/2].Round(time.Microsecond), windows[len(windows)-1].Round(time.Microsecond),
+		ratios[len(ratios)/2], ratios[len(ratios)-1])
+}

@@ -1,0 +1,443 @@
+package refrouter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// Resharder stands in for PgDog's resharding commands on a designated instance (the
+// cutover's adapters.Resharder), with Postgres's own logical replication doing the copy and
+// the catch-up:
+//
+//   - CopyData: on every source shard i, a publication per destination shard j whose row
+//     filter selects the rows j holds under the target's hash scheme
+//     (satisfies_hash_partition, Postgres's own partition routing, which is PgDog's hash);
+//     on every destination shard j a subscription to each source shard (initial copy, then
+//     streaming). The task is "syncing data" until every table is synchronised, then
+//     "replicating".
+//   - SlotLag: the largest lag, in bytes of WAL, of the task's slots.
+//   - Cutover: drain (a barrier row written on every source shard, through the superuser
+//     the replication uses, not the fenced role, must arrive on every destination shard),
+//     drop the forward subscriptions, swap the two database names in the designated
+//     router's memory (Router.Swap, as PgDog's CUTOVER does), and start the reverse stream
+//     (destination to source, no initial copy) as a new task.
+//   - StopTask: drop a task's subscriptions and publications.
+//
+// It supports hash (pg_hash) layouts, which is what satisfies_hash_partition can filter.
+// The servers need wal_level = logical and room for the slots and workers: every pair of a
+// source and a destination shard is one subscription, one slot and one apply worker.
+type Resharder struct {
+	router *Router
+	db     string
+	key    shardmap.Key
+	source shardmap.Layout
+	target shardmap.Layout
+	dsn    func(shardmap.Backend) string
+
+	mu    sync.Mutex
+	tasks []*streamTask
+	next  int64
+}
+
+var _ adapters.Resharder = (*Resharder)(nil)
+
+// streamTask is one replication stream from one layout to another.
+type streamTask struct {
+	id      int64
+	kind    string // "copy_data" or "replication"
+	status  string // running, finished, cancelled, "failed: <msg>"
+	inner   string
+	started time.Time
+	from    shardmap.Layout
+	to      shardmap.Layout
+	fromDB  string // database names in the router before the task's cutover
+	toDB    string
+	pub     string
+	slot    string
+	synced  bool
+}
+
+// Helper tables the resharder creates in every shard database it touches.
+const (
+	keyTable  = "loam_reshard_key"  // an empty PARTITION BY HASH table: the row filter's routing
+	syncTable = "loam_reshard_sync" // barrier rows, replicated with the data
+)
+
+// NewResharder returns the resharder of router, the designated instance, for rec: a
+// record in phase Resharding whose Layout is the source and Target the destination, both
+// pg_hash. dsn gives a superuser connection string for a shard's database; subscriptions
+// connect with it too (the replication role is not the fenced one).
+func NewResharder(router *Router, rec *shardmap.Record, dsn func(shardmap.Backend) string) (*Resharder, error) {
+	if rec.Target == nil {
+		return nil, errors.New("refrouter: the record has no reshard target")
+	}
+	for _, l := range []shardmap.Layout{rec.Layout, *rec.Target} {
+		if _, ok := l.Scheme.(shardmap.PgHash); !ok {
+			return nil, fmt.Errorf("refrouter: the resharder filters rows with Postgres hash partitioning; a %s layout is not supported", shardmap.SchemeKind(l.Scheme))
+		}
+	}
+	key := rec.Scheme.ShardKey()
+	if len(key.Tables) == 0 {
+		return nil, errors.New("refrouter: the resharder needs the key's tables named (publications list their tables)")
+	}
+	return &Resharder{router: router, db: rec.Router.Name, key: key, source: rec.Layout.Clone(), target: rec.Target.Clone(), dsn: dsn, next: 1}, nil
+}
+
+func (rs *Resharder) fail(op string, err error) error {
+	return &adapters.RouterError{Instance: rs.router.ID(), Op: op, Err: err}
+}
+
+// CopyData implements adapters.Resharder.
+func (rs *Resharder) CopyData(ctx context.Context, source, destination, publication, slot string) (int64, error) {
+	if err := rs.router.reachable("CopyData"); err != nil {
+		return 0, err
+	}
+	if source != rs.db {
+		return 0, rs.fail("CopyData", fmt.Errorf("refrouter: source %q is not the record's database %q", source, rs.db))
+	}
+	rs.mu.Lock()
+	for _, t := range rs.tasks {
+		if t.slot == slot && t.status == "running" {
+			rs.mu.Unlock()
+			return t.id, nil // a retry: the task it started is still running
+		}
+	}
+	rs.mu.Unlock()
+	t := &streamTask{kind: "copy_data", status: "running", inner: "syncing data", started: time.Now(),
+		from: rs.source, to: rs.target, fromDB: source, toDB: destination, pub: publication, slot: slot}
+	if err := rs.prepare(ctx, rs.source, rs.target); err != nil {
+		return 0, rs.fail("CopyData", err)
+	}
+	if err := rs.stream(ctx, t, true); err != nil {
+		return 0, rs.fail("CopyData", err)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	t.id = rs.next
+	rs.next++
+	rs.tasks = append(rs.tasks, t)
+	return t.id, nil
+}
+
+// exec runs statements on one shard database as the superuser.
+func (rs *Resharder) exec(ctx context.Context, b shardmap.Backend, sqls ...string) error {
+	conn, err := pgx.Connect(ctx, rs.dsn(b))
+	if err != nil {
+		return fmt.Errorf("refrouter: connecting to %s: %w", backendName(b), err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range sqls {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("refrouter: on %s: %s: %w", backendName(b), q, err)
+		}
+	}
+	return nil
+}
+
+// literal quotes s as an SQL string constant (standard_conforming_strings is on, as it is
+// by default since Postgres 9.1). CREATE SUBSCRIPTION takes no parameters, so its
+// connection string and slot name must be written into the statement.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func backendName(b shardmap.Backend) string {
+	return b.Host + ":" + strconv.Itoa(int(b.Port)) + "/" + b.Database
+}
+
+var keyTypes = map[shardmap.KeyType]string{shardmap.Bigint: "bigint", shardmap.Integer: "integer", shardmap.Text: "text", shardmap.UUID: "uuid"}
+
+// prepare creates the helper tables on every shard of both layouts (each can publish: the
+// forward stream from one, the reverse stream from the other).
+func (rs *Resharder) prepare(ctx context.Context, layouts ...shardmap.Layout) error {
+	ddl := []string{
+		"CREATE TABLE IF NOT EXISTS " + keyTable + " (k " + keyTypes[rs.key.Type] + ") PARTITION BY HASH (k)",
+		"CREATE TABLE IF NOT EXISTS " + syncTable + " (origin text, token bigint, PRIMARY KEY (origin, token))",
+	}
+	var shards []shardmap.Shard
+	for _, l := range layouts {
+		shards = append(shards, l.Shards...)
+	}
+	return each(len(shards), func(i int) error { return rs.exec(ctx, shards[i].Backend, ddl...) })
+}
+
+func (t *streamTask) pubName(j int) string { return t.pub + "_" + strconv.Itoa(j) }
+func (t *streamTask) subName(i, j int) string {
+	return t.slot + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(j)
+}
+
+// stream starts t: publications on t.from's shards, subscriptions on t.to's, each shard's
+// statements on their own connection, in parallel.
+func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) error {
+	n := len(t.to.Shards)
+	col := pgx.Identifier{rs.key.Column}.Sanitize()
+	err := each(len(t.from.Shards), func(i int) error {
+		var sqls []string
+		for j := range n {
+			var tables string
+			for _, tb := range rs.key.Tables {
+				tables += pgx.Identifier{tb}.Sanitize() + " WHERE (satisfies_hash_partition('" + keyTable + "'::regclass, " +
+					strconv.Itoa(n) + ", " + strconv.Itoa(j) + ", " + col + ")), "
+			}
+			sqls = append(sqls, "CREATE PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+" FOR TABLE "+tables+syncTable)
+		}
+		return rs.exec(ctx, t.from.Shards[i].Backend, sqls...)
+	})
+	if err != nil {
+		return err
+	}
+	m := len(t.from.Shards)
+	return each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		sub := t.subName(i, j)
+		return rs.exec(ctx, t.to.Shards[j].Backend, "CREATE SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" CONNECTION "+
+			literal(rs.dsn(t.from.Shards[i].Backend))+" PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+
+			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+")")
+	})
+}
+
+// unstream drops t's subscriptions (and with them their slots), then its publications.
+func (rs *Resharder) unstream(ctx context.Context, t *streamTask) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	err := each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		return rs.exec(ctx, t.to.Shards[j].Backend, "DROP SUBSCRIPTION IF EXISTS "+pgx.Identifier{t.subName(i, j)}.Sanitize())
+	})
+	return errors.Join(err, each(m, func(i int) error {
+		var sqls []string
+		for j := range n {
+			sqls = append(sqls, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{t.pubName(j)}.Sanitize())
+		}
+		return rs.exec(ctx, t.from.Shards[i].Backend, sqls...)
+	}))
+}
+
+// each runs f(0) ... f(n-1) in parallel and joins their errors.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// refresh moves a copy task from syncing to replicating once every subscribed table is
+// ready on every destination shard.
+func (rs *Resharder) refresh(ctx context.Context, t *streamTask) error {
+	if t.synced || t.status != "running" {
+		return nil
+	}
+	for j, to := range t.to.Shards {
+		var subs []string
+		for i := range t.from.Shards {
+			subs = append(subs, t.subName(i, j))
+		}
+		conn, err := pgx.Connect(ctx, rs.dsn(to.Backend))
+		if err != nil {
+			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(to.Backend), err)
+		}
+		var waiting, present int
+		err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(DISTINCT s.oid)
+			FROM pg_subscription s LEFT JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.subname = ANY($1)`, subs).Scan(&waiting, &present)
+		conn.Close(context.Background())
+		if err != nil {
+			return err
+		}
+		if waiting > 0 || present < len(subs) {
+			return nil
+		}
+	}
+	t.synced, t.inner = true, "replicating"
+	return nil
+}
+
+// Tasks implements adapters.Resharder: every task, as SHOW TASKS lists root tasks.
+func (rs *Resharder) Tasks(ctx context.Context) ([]adapters.Task, error) {
+	if err := rs.router.reachable("Tasks"); err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []adapters.Task
+	for _, t := range rs.tasks {
+		if err := rs.refresh(ctx, t); err != nil {
+			return nil, rs.fail("Tasks", err)
+		}
+		out = append(out, adapters.Task{ID: t.id, Kind: t.kind, Status: t.status, InnerStatus: t.inner, Elapsed: time.Since(t.started)})
+	}
+	return out, nil
+}
+
+// SlotLag implements adapters.Resharder: the largest lag in bytes among the slots of the
+// task named slot, measured against each source shard's current WAL position.
+func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+	rs.mu.Lock()
+	var t *streamTask
+	for _, x := range rs.tasks {
+		if x.slot == slot {
+			t = x
+		}
+	}
+	rs.mu.Unlock()
+	if t == nil {
+		return 0, false, nil
+	}
+	var worst int64
+	for i, from := range t.from.Shards {
+		var slots []string
+		for j := range t.to.Shards {
+			slots = append(slots, t.subName(i, j))
+		}
+		conn, err := pgx.Connect(ctx, rs.dsn(from.Backend))
+		if err != nil {
+			return 0, false, rs.fail("SlotLag", err)
+		}
+		var lag *int64
+		var n int
+		err = conn.QueryRow(ctx, `SELECT max(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint, count(confirmed_flush_lsn)
+			FROM pg_replication_slots WHERE slot_name = ANY($1)`, slots).Scan(&lag, &n)
+		conn.Close(context.Background())
+		if err != nil {
+			return 0, false, rs.fail("SlotLag", err)
+		}
+		if lag == nil || n < len(slots) {
+			return 0, false, nil
+		}
+		worst = max(worst, *lag)
+	}
+	return worst, true, nil
+}
+
+// drainTimeout bounds Cutover's wait for the barrier rows.
+const drainTimeout = 30 * time.Second
+
+// drain writes a barrier row on every source shard of t and waits until every destination
+// shard has applied all of them: everything committed on a source before its barrier is then
+// there, since a subscription applies its publisher's transactions in commit order.
+func (rs *Resharder) drain(ctx context.Context, t *streamTask) error {
+	token := time.Now().UnixNano()
+	err := each(len(t.from.Shards), func(i int) error {
+		return rs.exec(ctx, t.from.Shards[i].Backend, fmt.Sprintf("INSERT INTO %s VALUES (%s, %d)", syncTable, literal(t.slot+"_"+strconv.Itoa(i)), token))
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	return each(len(t.to.Shards), func(j int) error {
+		conn, err := pgx.Connect(ctx, rs.dsn(t.to.Shards[j].Backend))
+		if err != nil {
+			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(t.to.Shards[j].Backend), err)
+		}
+		defer conn.Close(context.Background())
+		for {
+			var n int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+syncTable+" WHERE token = $1", token).Scan(&n); err != nil {
+				return fmt.Errorf("refrouter: waiting for the stream to drain into destination shard %d: %w", j, err)
+			}
+			if n == len(t.from.Shards) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("refrouter: destination shard %d has %d of %d barrier rows after %v: %w", j, n, len(t.from.Shards), drainTimeout, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// Cutover implements adapters.Resharder: drain task's stream, stop it, swap the names in
+// the designated router, start the stream the other way as a new task.
+func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
+	if err := rs.router.reachable("Cutover"); err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var t *streamTask
+	for _, x := range rs.tasks {
+		if x.id == task {
+			t = x
+		}
+	}
+	if t != nil {
+		if err := rs.refresh(ctx, t); err != nil {
+			return rs.fail("Cutover", err)
+		}
+	}
+	if t == nil || t.status != "running" || t.inner != "replicating" {
+		return rs.fail("Cutover", errors.New("task is not a replication task"))
+	}
+	if err := rs.drain(ctx, t); err != nil {
+		t.status = "failed: " + err.Error()
+		return rs.fail("Cutover", err)
+	}
+	if err := rs.unstream(ctx, t); err != nil {
+		t.status = "failed: " + err.Error()
+		return rs.fail("Cutover", err)
+	}
+	if err := rs.router.Swap(t.fromDB, t.toDB); err != nil {
+		t.status = "failed: " + err.Error()
+		return err
+	}
+	// Past the swap: the stream back keeps the old shards current.
+	rev := &streamTask{kind: "replication", status: "running", inner: "replicating", started: time.Now(), synced: true,
+		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + "_r" + strconv.FormatInt(rs.next, 10),
+		slot: t.slot + "_r" + strconv.FormatInt(rs.next, 10)}
+	if err := rs.stream(ctx, rev, false); err != nil {
+		t.status = "finished"
+		return rs.fail("Cutover", fmt.Errorf("refrouter: the swap took effect but the reverse stream did not start: %w", err))
+	}
+	t.status, t.inner = "finished", ""
+	rev.id = rs.next
+	rs.next++
+	rs.tasks = append(rs.tasks, rev)
+	return nil
+}
+
+// StopTask implements adapters.Resharder: a task that is not running is not an error.
+func (rs *Resharder) StopTask(ctx context.Context, task int64) error {
+	if err := rs.router.reachable("StopTask"); err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, t := range rs.tasks {
+		if t.id == task && t.status == "running" {
+			if err := rs.unstream(ctx, t); err != nil {
+				return rs.fail("StopTask", err)
+			}
+			t.status, t.inner = "cancelled", ""
+		}
+	}
+	return nil
+}
+
+// Close stops every running task; call it when done with the resharder.
+func (rs *Resharder) Close(ctx context.Context) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var errs []error
+	for _, t := range rs.tasks {
+		if t.status == "running" {
+			errs = append(errs, rs.unstream(ctx, t))
+			t.status = "cancelled"
+		}
+	}
+	return errors.Join(errs...)
+}
