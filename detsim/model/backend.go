@@ -1,8 +1,6 @@
 package model
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -96,12 +94,14 @@ type session struct {
 	ended string // why it ended: "fence" or "restart"
 }
 
-// PreparedTxn is a prepared (two-phase) transaction.
+// PreparedTxn is a prepared (two-phase) transaction: list writes (Txn) or table rows.
 type PreparedTxn struct {
 	GID   string
 	At    int64 // the backend's clock when it was prepared
 	Owner string
 	Txn   Txn
+	Table string
+	Rows  []TableRow
 }
 
 // Backend is one shard's Postgres server as the control plane and the routers see it:
@@ -126,6 +126,7 @@ type Backend struct {
 	sessions map[uint64]*session
 	nextSess uint64
 	rows     map[string][]int64
+	tables   map[string][]TableRow
 	log      []Change
 	lsn      uint64
 	prepared map[string]*PreparedTxn
@@ -299,15 +300,32 @@ func (b *Backend) Resolve(role string, sess uint64, gid string, commit bool, by 
 				b.apply(op, "", p.Txn.ID)
 			}
 		}
+		if p.Table != "" {
+			b.insertRows(p.Table, p.Rows)
+		}
 		b.Accepted = append(b.Accepted, Accept{T: b.now(), Step: b.step(), Backend: b.Name, Via: by, TxnID: p.Txn.ID, Writes: true, Prepare: gid})
 		b.committed()
 	}
 	return sess, nil
 }
 
+// ErrNoRole is wrapped by FenceWrites and UnfenceWrites for a role the backend does not
+// have (Postgres 42704): fencing a misnamed role would leave the real one writing.
+var ErrNoRole = errors.New("model: role does not exist")
+
+func (b *Backend) checkRole(op, role string) error {
+	if _, ok := b.login[role]; !ok || role == "" {
+		return b.err(op, CodeUndefined, false, "role %q: %w", role, ErrNoRole)
+	}
+	return nil
+}
+
 // FenceWrites stops role from writing: no new logins, and every session of the role ended
 // before it returns (§6.4 step 3).
 func (b *Backend) FenceWrites(role string) error {
+	if err := b.checkRole("FenceWrites", role); err != nil {
+		return err
+	}
 	b.login[role] = false
 	for _, id := range slices.Sorted(maps.Keys(b.sessions)) {
 		if se := b.sessions[id]; se.role == role && se.alive {
@@ -320,6 +338,9 @@ func (b *Backend) FenceWrites(role string) error {
 
 // UnfenceWrites lets role log in again.
 func (b *Backend) UnfenceWrites(role string) error {
+	if err := b.checkRole("UnfenceWrites", role); err != nil {
+		return err
+	}
 	b.login[role] = true
 	b.Fences = append(b.Fences, Fence{T: b.now(), Step: b.step(), Backend: b.Name, Role: role, On: false})
 	return nil
@@ -449,37 +470,4 @@ func (b *Backend) Boot() {
 	if b.s != nil {
 		b.s.Net.Restart(b.Node)
 	}
-}
-
-// ErrNoTable is returned by Checksum for a table the model does not hold.
-var ErrNoTable = errors.New("model: no such table")
-
-// Checksum digests the rows of the shard selected by by (all rows when by.Scheme is nil;
-// otherwise the rows whose key Route sends to by.Shard among the scheme's shards). The
-// digest is order-independent: a sum of per-row hashes.
-func (b *Backend) Checksum(table string, by adapters.ShardFn, shards int) (adapters.TableDigest, error) {
-	if table != "rows" {
-		return adapters.TableDigest{}, b.err("Checksum", "42P01", false, "relation %q does not exist: %w", table, ErrNoTable)
-	}
-	d := adapters.TableDigest{Table: table}
-	var acc [4]uint64
-	for k, v := range b.rows {
-		if by.Scheme != nil && Route(k, shards) != int(by.Shard) {
-			continue
-		}
-		d.Rows++
-		h := sha256.New()
-		h.Write([]byte(k))
-		for _, x := range v {
-			h.Write(binary.LittleEndian.AppendUint64(nil, uint64(x)))
-		}
-		sum := h.Sum(nil)
-		for i := range acc {
-			acc[i] += binary.LittleEndian.Uint64(sum[i*8:])
-		}
-	}
-	for i := range acc {
-		binary.LittleEndian.PutUint64(d.Sum[i*8:], acc[i])
-	}
-	return d, nil
 }

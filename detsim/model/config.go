@@ -3,10 +3,10 @@ package model
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
+	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -107,12 +107,6 @@ func ParseConfig(fs render.Files) (Config, error) {
 	return c, nil
 }
 
-// Route picks the shard of key among n. It stands in for the routers' hash (Postgres
-// hashing for PgDog): the simulator checks where writes go relative to the fence and the
-// generations, not the hash function itself, which kernel vectors and real-system tests
-// cover.
-func Route(key string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
-}
+// Route picks the shard of a text key among n as PgDog does: Postgres hash partitioning
+// (kernel/pghash).
+func Route(key string, n int) int { return int(pghash.ShardOfText(key, uint64(n))) }

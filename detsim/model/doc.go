@@ -11,8 +11,8 @@
 // instance (a COPY_DATA naming a slot an active task of the instance streams through is
 // refused with 42710, as creating the slot again would be; a slot left on the source by an
 // instance that crashed is not modelled); logical replication is exactly-once and carries
-// only client writes (origin filtering); routing hashes keys with FNV, not Postgres's hash;
-// the routers' files are a small line format, not pgdog.toml.
+// only client writes (origin filtering); the routers' files are a small line format, not
+// pgdog.toml; roles have no members.
 //
 // Models run inside the simulator's events: a network handler calls a model method, which
 // answers at once or schedules what happens later on the Sim. They evaluate the fault

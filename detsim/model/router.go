@@ -96,7 +96,8 @@ func (r *Router) load(why string) error {
 	gen, fs := r.files.Read()
 	c, err := ParseConfig(fs)
 	if err != nil {
-		return err
+		// PgDog keeps what it had and answers the admin command with an error (58000).
+		return &adapters.RouterError{Instance: r.ID, Op: "Apply", Code: "58000", Err: err}
 	}
 	if why == "reload" && r.s.Fault("pgdog.reload.after_parse") {
 		return &adapters.RouterError{Instance: r.ID, Op: "Apply", Code: "58000",

@@ -141,3 +141,68 @@ func (ss *StoreSeam) ListBlobs(ctx context.Context, prefix string) ([]adapters.B
 	defer ss.mu.Unlock()
 	return ss.st.ListBlobs(prefix), nil
 }
+
+// BackendSeam serves a Backend through adapters.ShardBackend, with a lock, so the model runs
+// the backend contract suite (conformance.RunBackendSuite) as the Postgres adapter does.
+type BackendSeam struct {
+	mu *sync.Mutex
+	b  *Backend
+}
+
+var _ adapters.ShardBackend = BackendSeam{}
+
+// NewBackendSeam serves b; mu guards b for everything else that touches it.
+func NewBackendSeam(b *Backend, mu *sync.Mutex) BackendSeam { return BackendSeam{mu: mu, b: b} }
+
+func (bs BackendSeam) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bs.mu.Lock()
+	return nil
+}
+
+// Status implements adapters.ShardBackend.
+func (bs BackendSeam) Status(ctx context.Context) (adapters.BackendStatus, error) {
+	if err := bs.enter(ctx); err != nil {
+		return adapters.BackendStatus{}, err
+	}
+	defer bs.mu.Unlock()
+	return bs.b.Status(), nil
+}
+
+// FenceWrites implements adapters.ShardBackend.
+func (bs BackendSeam) FenceWrites(ctx context.Context, role string) error {
+	if err := bs.enter(ctx); err != nil {
+		return err
+	}
+	defer bs.mu.Unlock()
+	return bs.b.FenceWrites(role)
+}
+
+// UnfenceWrites implements adapters.ShardBackend.
+func (bs BackendSeam) UnfenceWrites(ctx context.Context, role string) error {
+	if err := bs.enter(ctx); err != nil {
+		return err
+	}
+	defer bs.mu.Unlock()
+	return bs.b.UnfenceWrites(role)
+}
+
+// Prepared implements adapters.ShardBackend.
+func (bs BackendSeam) Prepared(ctx context.Context) ([]adapters.PreparedXact, error) {
+	if err := bs.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer bs.mu.Unlock()
+	return bs.b.Prepared(), nil
+}
+
+// Checksum implements adapters.ShardBackend.
+func (bs BackendSeam) Checksum(ctx context.Context, table string, by adapters.ShardFn) (adapters.TableDigest, error) {
+	if err := bs.enter(ctx); err != nil {
+		return adapters.TableDigest{}, err
+	}
+	defer bs.mu.Unlock()
+	return bs.b.Checksum(table, by)
+}
