@@ -20,9 +20,9 @@
 // invariant tripped by its named mutant; TestCoverage requires every declared fault point
 // and rare path to fire over the CI seeds; TestExplore enumerates the tiny configurations.
 //
-// The race detector slows the simulator (one goroutine per run) five to ten times, so under
-// -race TestSim runs 20 fresh seeds per scenario and the coverage and exhaustive sweeps
-// skip: run the package without -race as well (go test ./detsim/...), as `make test` does.
+// The race detector slows the simulator (one goroutine per run) ten times or more, so under
+// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage, known-issue and
+// exhaustive sweeps skip: run the package without -race as well (go test ./detsim/...).
 package scenario
 
 import "loam.dev/router/detsim"

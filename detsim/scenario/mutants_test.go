@@ -54,6 +54,9 @@ func firstTrip(sc detsim.Scenario, m mutant, base uint64) (detsim.Result, int, b
 // TestMutants: each mutant trips its invariant within its bound, the failure shrinks, and
 // the shrunk schedule replays the same violation from its text alone.
 func TestMutants(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipped: the mutant sweeps run in the build without -race (go test ./detsim/...)")
+	}
 	for _, m := range append(mutants, taggedMutants...) {
 		t.Run(m.Scenario+"/"+m.Mutant, func(t *testing.T) {
 			if scenario.MutantBuild && !slices.ContainsFunc(taggedMutants, func(x mutant) bool { return x == m }) {
