@@ -69,6 +69,14 @@ var Catalogue = []Point{
 	{Name: "coord.wal.lost", Base: 0.5, Where: "model.Coordinator restart",
 		What: "the coordinator restarts without its log (no persistent volume): its prepared transactions stay in doubt for ever"},
 
+	// Vitess control (model/vtctld.go).
+	{Name: "vtctld.reparent.fail", Base: 0.2, Where: "model.Vtctld.TabletExternallyReparented",
+		What: "vtctld answers Unavailable without reparenting (its topology server timed out); the caller retries"},
+
+	// Pods using the fenced session directory (scenario fencing).
+	{Name: "pod.restart", Nemesis: true, Base: 0.05, Where: "scenario fencing via nemesis",
+		What: "a pod's process dies and restarts after a random time at the version its deployment runs; the leases it held live until they expire, and requests it had not yet delivered die with its connection"},
+
 	// The controller (the daemon running the machines; scenario executors).
 	{Name: "ctl.restart", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller restarts: each machine is restored from its last snapshot and fed Restarted; replies in flight are lost"},

@@ -75,6 +75,7 @@ type Sim struct {
 	stateHasher func(hash.Hash)
 
 	afterStep func()
+	stepHooks []func()
 
 	nemesis   map[string]func()
 	healHooks []func()
@@ -305,6 +306,9 @@ func (s *Sim) Run(until int64, maxSteps int) int {
 		if s.afterStep != nil {
 			s.afterStep()
 		}
+		for _, f := range s.stepHooks {
+			f()
+		}
 		if s.tape != nil && s.tape.visit != nil && !s.tape.visit(s) {
 			s.Stop("pruned: state already explored")
 		}
@@ -344,6 +348,11 @@ func (s *Sim) ready() []int {
 func labelKey(e *event) string {
 	return e.Kind + "|" + e.From + "|" + e.To + "|" + e.What + "|" + strconv.FormatInt(e.ID, 10) + "|" + e.key
 }
+
+// OnStep registers f to run after every event (after the nemesis, when exploring): a
+// checker of an invariant about the world's state at every instant (not only about what
+// clients saw) runs there. It must not schedule events or draw from the random source.
+func (s *Sim) OnStep(f func()) { s.stepHooks = append(s.stepHooks, f) }
 
 // Probe counts one occurrence of a named rare path. Scenarios declare the probes they
 // expect and the coverage sweep fails if one never fired.

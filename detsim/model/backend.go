@@ -121,6 +121,10 @@ type Backend struct {
 	// LeakyFence is the mutant "the fence checks after writing": a transaction whose login
 	// the fence refuses is applied anyway, and refused (28000) all the same.
 	LeakyFence bool
+	// SyncCommit, when set, is asked after a transaction's writes committed locally whether
+	// the commit may be acknowledged (synchronous replication, see Standby): an error is what
+	// the client gets instead, the writes staying committed on this server.
+	SyncCommit func() error
 
 	login    map[string]bool
 	sessions map[uint64]*session
@@ -228,6 +232,11 @@ func (b *Backend) Exec(role string, sess uint64, via string, txn Txn) ([][]int64
 	}
 	b.Accepted = append(b.Accepted, Accept{T: b.now(), Step: b.step(), Backend: b.Name, Via: via, TxnID: txn.ID, Writes: writes})
 	b.committed()
+	if writes && b.SyncCommit != nil {
+		if err := b.SyncCommit(); err != nil {
+			return nil, 0, err
+		}
+	}
 	return reads, sess, nil
 }
 

@@ -13,8 +13,13 @@
 //     with finalize, reverse and rollbacks: all of the above plus no write accepted by one
 //     layout after the other began serving, and released instances route to writable
 //     shards.
-//   - cutover-unguarded (not in All): a known issue of the cutover protocol, reproduced by
-//     TestKnownIssues.
+//   - fencing: the Valkey fencing-key migration (seed 002) with the rollout machine on the
+//     daemon and three pods using the directory: T1, T2, T3, and the migration completes.
+//   - failover: the failover machine repointing a shard after its standby's promotion, for
+//     PgDog (hand-off to ConfigPush) and Vitess (vtctld reparent): no acknowledged write
+//     lost, one writable primary routed, the record mirrors Vitess, convergence.
+//   - cutover-unguarded, fencing-late, fencing-roster (KnownIssues, not in All): known
+//     issues, reproduced by TestKnownIssues and TestFencingKnownIssues.
 //
 // TestSim runs the corpus and fresh seeds of every scenario; TestMutants shows each
 // invariant tripped by its named mutant; TestCoverage requires every declared fault point
@@ -28,11 +33,19 @@ package scenario
 import "loam.dev/router/detsim"
 
 // All lists every scenario.
-func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push, Cutover} }
+func All() []detsim.Scenario {
+	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover}
+}
+
+// KnownIssues lists the scenarios that reproduce a known issue (they fail by design;
+// tests pin each).
+func KnownIssues() []detsim.Scenario {
+	return []detsim.Scenario{CutoverUnguarded, FencingLate, FencingRoster}
+}
 
 // ByName finds a scenario, the known-issue ones included.
 func ByName(name string) (detsim.Scenario, bool) {
-	for _, sc := range append(All(), CutoverUnguarded) {
+	for _, sc := range append(All(), KnownIssues()...) {
 		if sc.Name == name {
 			return sc, true
 		}

@@ -66,3 +66,9 @@ func BenchmarkPush(b *testing.B)    { benchScenario(b, scenario.Push) }
 // BenchmarkCutover is the figure the design asks for: a cutover under traffic, about 470
 // scheduled events per seed (median-ms/seed is the wall time per seed; seeds/s is per core).
 func BenchmarkCutover(b *testing.B) { benchScenario(b, scenario.Cutover) }
+
+// BenchmarkFencing is the fencing-key migration with three pods (seeds/s is per core).
+func BenchmarkFencing(b *testing.B) { benchScenario(b, scenario.Fencing) }
+
+// BenchmarkFailover is a failover of one shard, PgDog or Vitess by seed (seeds/s per core).
+func BenchmarkFailover(b *testing.B) { benchScenario(b, scenario.Failover) }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/scenario"
 	"loam.dev/router/detsim/simtest"
 )
@@ -37,6 +38,21 @@ var mutants = []mutant{
 	{"cutover", scenario.MutantReverseReusesGeneration, "converges", 200},
 	{"cutover", scenario.MutantAckEarly, "no-lost-ack", 3000},
 	{"cutover", scenario.MutantLeakyFence, "no-phantom", 3000},
+	// The seed 002 table (M1–M5, each tripping the invariant the seed names), M4's early
+	// door, and the daemon that does not resume after a restart.
+	{"fencing", scenario.MutantM1, check.InvT1, 200},
+	{"fencing", scenario.MutantM2, check.InvT1, 500},
+	{"fencing", scenario.MutantM3, check.InvT2, 200},
+	{"fencing", scenario.MutantM4, check.InvT1, 500},
+	{"fencing", scenario.MutantM4, check.InvT3, 2000},
+	{"fencing", scenario.MutantM5, check.InvT2, 500},
+	{"fencing", scenario.MutantFencingNoResume, "converges", 1000},
+	// The failover machine's mutants (failover.Mutants) and the asynchronous standby.
+	{"failover", scenario.MutantFailoverSkipFence, check.InvOneWritable, 100},
+	{"failover", scenario.MutantRecordBeforeReparent, check.InvMirrorsVitess, 50},
+	{"failover", scenario.MutantPushBeforeRecord, "files-only-published", 100},
+	{"failover", scenario.MutantKeepGeneration, "converges", 100},
+	{"failover", scenario.MutantStandbyAsync, "no-lost-ack", 200},
 }
 
 // firstTrip runs seeds from base until one trips want; it returns the result and how many
@@ -111,10 +127,16 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{"generations-increase", ""},
 	{"files-only-published", ""},
 	{"converges", ""},
+	{check.InvT1, ""},
+	{check.InvT2, ""},
+	{check.InvT3, ""},
+	{check.InvOneWritable, ""},
+	{check.InvMirrorsVitess, ""},
 }
 
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base
-// seeds and the median shrunk schedule length. Set SIM_FIGURES=1 to run it.
+// seeds and the median shrunk schedule length. Set SIM_FIGURES=1 to run it, and
+// SIM_FIGURES_SCENARIO=<name> to measure one scenario's mutants only.
 func TestMutantFigures(t *testing.T) {
 	if scenario.MutantBuild {
 		t.Skip("skipped: the figures of the normal build's mutants run in it")
@@ -124,7 +146,11 @@ func TestMutantFigures(t *testing.T) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "%-9s %-34s %-22s %-14s %s\n", "scenario", "mutant", "invariant", "seeds-to-trip", "shrunk length (medians over 20 base seeds)")
+	only := os.Getenv("SIM_FIGURES_SCENARIO")
 	for _, m := range append(mutants, taggedMutants...) {
+		if only != "" && m.Scenario != only {
+			continue
+		}
 		sc, _ := scenario.ByName(m.Scenario)
 		var seeds, lens []int
 		for k := range 20 {
