@@ -38,7 +38,8 @@ type harness struct {
 	now     int64
 	rng     *rand.Rand
 	pending []cutover.Command
-	answers []cutover.Input // every answer delivered since start, for late
+	answers []cutover.Input   // every answer delivered since start, for late
+	landing []cutover.Cutover // CUTOVERs answered failed that still arrive (see land)
 	timers  map[string]int64
 	mutant  bool
 	seen    []string // every violation since start
@@ -93,6 +94,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.stabilize(t, d)
 	case "late":
 		h.late(t, d)
+	case "land":
+		h.land(t, d)
 	case "conflict":
 		h.conflict(t, d)
 	case "tick":
@@ -155,6 +158,19 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 	return h.out.String()
 }
 
+// scriptMutants are the mutants a script can start with (start mutant=<name>).
+var scriptMutants = map[string]func(*cutover.Mutants){
+	"skip-fence":                   func(m *cutover.Mutants) { m.SkipFence = true },
+	"publish-before-cutover":       func(m *cutover.Mutants) { m.PublishBeforeCutover = true },
+	"resume-before-publish":        func(m *cutover.Mutants) { m.ResumeBeforePublish = true },
+	"files-before-publish":         func(m *cutover.Mutants) { m.FilesBeforePublish = true },
+	"skip-designated-reload":       func(m *cutover.Mutants) { m.SkipDesignatedReload = true },
+	"retry-reuses-step":            func(m *cutover.Mutants) { m.RetryReusesStep = true },
+	"unfenced-destination":         func(m *cutover.Mutants) { m.UnfencedDestination = true },
+	"open-destination-on-rollback": func(m *cutover.Mutants) { m.OpenDestinationOnRollback = true },
+	"missed-forward-only":          func(m *cutover.Mutants) { m.MissedForwardOnly = true },
+}
+
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	instances := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
 	if d.HasArg("instances") {
@@ -173,22 +189,11 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 		var mu string
 		d.ScanArgs(t, "mutant", &mu)
 		h.mutant = true
-		switch mu {
-		case "skip-fence":
-			opts.Mutants.SkipFence = true
-		case "publish-before-cutover":
-			opts.Mutants.PublishBeforeCutover = true
-		case "resume-before-publish":
-			opts.Mutants.ResumeBeforePublish = true
-		case "files-before-publish":
-			opts.Mutants.FilesBeforePublish = true
-		case "skip-designated-reload":
-			opts.Mutants.SkipDesignatedReload = true
-		case "retry-reuses-step":
-			opts.Mutants.RetryReusesStep = true
-		default:
+		set, ok := scriptMutants[mu]
+		if !ok {
 			t.Fatalf("unknown mutant %q", mu)
 		}
+		set(&opts.Mutants)
 	}
 	rec := fixture()
 	if d.HasArg("phase") {
@@ -205,6 +210,7 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	h.timers = map[string]int64{}
 	h.pending = nil
 	h.answers = nil
+	h.landing = nil
 	pub := "app_pub"
 	if d.HasArg("publication") {
 		d.ScanArgs(t, "publication", &pub)
@@ -218,13 +224,14 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 // the order they were issued; count= answers only that many of them, and those matching
 // hold= stay in flight. fail= makes
 // matching ones fail with err=; applied= makes a failing one take effect anyway;
-// swap-fail= makes a Cutover swap routing and then fail.
+// swap-fail= makes a Cutover swap routing and then fail; lands-late= makes a failing
+// Cutover that did not take effect arrive later all the same (see land).
 func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
-	match, hold, fail, applied, swapFail, msg := "*", "", "", "", "", "unreachable"
+	match, hold, fail, applied, swapFail, msg, lands := "*", "", "", "", "", "unreachable", ""
 	for _, a := range []struct {
 		k string
 		v *string
-	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}} {
+	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}, {"lands-late", &lands}} {
 		if d.HasArg(a.k) {
 			d.ScanArgs(t, a.k, a.v)
 		}
@@ -256,6 +263,9 @@ func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
 			header = "fail " + step + ": " + msg
 			if applied != "" && glob(applied, step) {
 				header += " (applied)"
+			} else if cut, ok := c.(cutover.Cutover); ok && lands != "" && glob(lands, step) {
+				h.landing = append(h.landing, cut)
+				header += " (its request still on its way)"
 			}
 		}
 		if in == nil {
@@ -279,6 +289,27 @@ func (h *harness) late(t *testing.T, d *datadriven.TestData) {
 		}
 	}
 	t.Fatalf("%s: no answer delivered matches %q", d.Pos, match)
+}
+
+// land makes the first CUTOVER answered with lands-late= whose step matches match= arrive
+// now: it takes effect if the task still waits for it, and its answer goes nowhere.
+func (h *harness) land(t *testing.T, d *datadriven.TestData) {
+	var match string
+	d.ScanArgs(t, "match", &match)
+	for i, c := range h.landing {
+		if glob(match, c.Step) {
+			h.landing = slices.Delete(h.landing, i, i+1)
+			h.w.landLate(c)
+			fmt.Fprintf(&h.out, "> %s lands late\n", c.Step)
+			for _, v := range h.w.violations {
+				fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
+			}
+			h.seen = append(h.seen, h.w.violations...)
+			h.w.violations = nil
+			return
+		}
+	}
+	t.Fatalf("%s: no CUTOVER on its way matches %q", d.Pos, match)
 }
 
 // stabilize answers everything in flight and fires every timer (moving the clock to
