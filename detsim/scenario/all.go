@@ -10,19 +10,20 @@
 //     and stale pushes: generations only increase, files only for published generations,
 //     every instance converges.
 //   - cutover: the cutover machine and ConfigPush on the daemon under list-append traffic,
-//     with finalize, reverse and rollbacks: all of the above plus no write accepted by one
-//     layout after the other began serving, and released instances route to writable
-//     shards.
-//   - cutover-unguarded (not in All): a known issue of the cutover protocol, reproduced by
-//     TestKnownIssues.
+//     with finalize, reverse and rollbacks (a CUTOVER that swapped and then failed, the
+//     designated instance crashing after its swap): all of the above plus no write accepted
+//     by one layout after the other began serving, and released instances route to
+//     writable shards.
+//   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
+//     mode (TestExploreCutoverCrash).
 //
 // TestSim runs the corpus and fresh seeds of every scenario; TestMutants shows each
 // invariant tripped by its named mutant; TestCoverage requires every declared fault point
 // and rare path to fire over the CI seeds; TestExplore enumerates the tiny configurations.
 //
 // The race detector slows the simulator (one goroutine per run) ten times or more, so under
-// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage, known-issue and
-// exhaustive sweeps skip: run the package without -race as well (go test ./detsim/...).
+// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage and exhaustive
+// sweeps skip: run the package without -race as well (go test ./detsim/...).
 package scenario
 
 import "loam.dev/router/detsim"
@@ -30,9 +31,9 @@ import "loam.dev/router/detsim"
 // All lists every scenario.
 func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push, Cutover} }
 
-// ByName finds a scenario, the known-issue ones included.
+// ByName finds a scenario, the exploration-only ones included.
 func ByName(name string) (detsim.Scenario, bool) {
-	for _, sc := range append(All(), CutoverUnguarded) {
+	for _, sc := range append(All(), CutoverCrash) {
 		if sc.Name == name {
 			return sc, true
 		}

@@ -149,21 +149,38 @@ func checkStart(in Start) string {
 	return ""
 }
 
-// checkServers refuses a plan that puts a source and a destination shard on one server.
-// The fence is the role's (ALTER ROLE ... NOLOGIN), and roles belong to the whole server, so
-// two shards on one server are fenced and opened together; but the cutover opens the
-// destination once it publishes while the source stays fenced until finalize (and the other
-// way round on a reverse), so an instance the cutover missed would write to the source
-// through the destination's opening.
-func checkServers(r *shardmap.Record, role string) string {
+// SharedServer is a source shard and a destination shard on one server (host and port,
+// the host compared without case; the databases may differ).
+type SharedServer struct {
+	Source, Destination string // shard names
+	Server              string // host:port
+}
+
+// SharedServers lists the source and destination shards of r that share a server, which
+// Start refuses. The fence is the role's (ALTER ROLE ... NOLOGIN), and a role belongs to
+// the whole server, so two shards on one server are fenced and opened together; but the
+// cutover opens the destination once it publishes while the source stays fenced until
+// finalize (the other way round on a reverse), and an instance the cutover missed would
+// write to the source through the destination's opening.
+func SharedServers(r *shardmap.Record) []SharedServer {
+	if r == nil || r.Target == nil {
+		return nil
+	}
+	var out []SharedServer
 	for _, s := range r.Shards {
 		for _, t := range r.Target.Shards {
 			if strings.EqualFold(s.Backend.Host, t.Backend.Host) && s.Backend.Port == t.Backend.Port {
-				return "start: source shard " + s.Name + " and destination shard " + t.Name + " are on the same server " +
-					s.Backend.Host + ":" + strconv.Itoa(int(s.Backend.Port)) + ", and the fence (ALTER ROLE " + role +
-					" NOLOGIN) holds for a whole server, so they cannot be fenced apart: the cutover opens the destination once it publishes while the source stays fenced; put the destination shards on other servers"
+				out = append(out, SharedServer{Source: s.Name, Destination: t.Name, Server: s.Backend.Host + ":" + strconv.Itoa(int(s.Backend.Port))})
 			}
 		}
+	}
+	return out
+}
+
+func checkServers(r *shardmap.Record, role string) string {
+	if sh := SharedServers(r); len(sh) > 0 {
+		return "start: source shard " + sh[0].Source + " and destination shard " + sh[0].Destination + " are on the same server " +
+			sh[0].Server + ", and the fence (ALTER ROLE " + role + " NOLOGIN) holds for a whole server, so they cannot be fenced apart: the cutover opens the destination once it publishes while the source stays fenced; put the destination shards on other servers"
 	}
 	return ""
 }
