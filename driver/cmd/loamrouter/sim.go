@@ -193,7 +193,7 @@ type simScenario struct {
 	Results     []simRun `json:"results,omitempty"`
 	Interrupted bool     `json:"interrupted,omitempty"`
 
-	first *detsim.Result // a run to picture when nothing failed
+	passed []detsim.Result // runs to picture when nothing failed, with their histories
 }
 
 // simRun is one replayed run.
@@ -280,7 +280,7 @@ func (c *cli) sim(ctx context.Context, out, progress io.Writer, a simArgs) error
 		if err != nil {
 			return fmt.Errorf("--report %s: %w", a.report, err)
 		}
-		fmt.Fprintf(progress, "wrote %s (%d runs pictured)\n", a.report, n)
+		fmt.Fprintf(progress, "wrote %s (%s pictured)\n", a.report, plural(n, "run"))
 	}
 	if err := c.emit(out, res, func(w io.Writer) error { printSim(w, res); return nil }); err != nil {
 		return err
@@ -321,8 +321,7 @@ func sweepRange(ctx context.Context, progress io.Writer, label string, sc detsim
 	}
 	if len(s.FailedSeeds) == 0 {
 		if a.report != "" && a.count > 0 && !s.Interrupted {
-			first := sc.Run(a.from, detsim.RunOptions{Mutant: a.mutant, History: true})
-			s.first = &first
+			s.passed = []detsim.Result{sc.Run(a.from, detsim.RunOptions{Mutant: a.mutant, History: true})}
 		}
 		return s
 	}
@@ -375,9 +374,8 @@ func replaySeeds(ctx context.Context, sc detsim.Scenario, a simArgs) (simScenari
 			s.FailedSeeds = append(s.FailedSeeds, seed)
 			s.Invariants[inv]++
 			failed = append(failed, r)
-		} else if s.first == nil {
-			rr := r
-			s.first = &rr
+		} else if len(s.passed) < maxPictured {
+			s.passed = append(s.passed, r)
 		}
 		s.Results = append(s.Results, run)
 	}
@@ -396,6 +394,9 @@ func replaySeeds(ctx context.Context, sc detsim.Scenario, a simArgs) (simScenari
 	s.Failures = shrinkAll(sc, a, seeds[:min(len(seeds), max(a.shrink, 0))], failed)
 	return s, nil
 }
+
+// maxPictured bounds the passing replayed runs a report draws per scenario.
+const maxPictured = 10
 
 // shrinkRuns bounds the replays one shrink may take (as the simulator's tests do).
 const shrinkRuns = 3000
@@ -550,9 +551,12 @@ type progress struct {
 	done chan struct{}
 }
 
+// progressLogEvery spaces the progress lines written to a file or pipe.
+var progressLogEvery = 5 * time.Second
+
 func startProgress(w io.Writer, line func(final bool) string) *progress {
 	p := &progress{w: w, line: line, tty: isTerminal(w), quit: make(chan struct{}), done: make(chan struct{})}
-	every := 5 * time.Second
+	every := progressLogEvery
 	if p.tty {
 		every = 250 * time.Millisecond
 	}
@@ -641,21 +645,19 @@ func writeSimReport(path string, scs []simScenario) (int, error) {
 			}
 			continue
 		}
-		if s.first == nil {
-			continue
+		for _, r := range s.passed {
+			tl, err := timelineFromSim(r.History)
+			if err != nil {
+				return 0, err
+			}
+			head := fmt.Sprintf("%s seed %d: passed", s.Scenario, r.Seed)
+			if r.Mutant != "" {
+				head += " (mutant " + r.Mutant + ")"
+			}
+			text := fmt.Sprintf("SEED     %d\nREPLAY   %s\nHASH     %s (%d steps, ends t=%dms)\nOPTIONS\n%s",
+				r.Seed, replayCommand(s.Scenario, r.Seed, r.Mutant, r.Schedule), hex.EncodeToString(r.Hash[:]), r.Steps, r.End, indent(r.Options.String()))
+			sections = append(sections, reportSection{Heading: head, Text: text, TL: tl})
 		}
-		r := *s.first
-		tl, err := timelineFromSim(r.History)
-		if err != nil {
-			return 0, err
-		}
-		head := fmt.Sprintf("%s seed %d: passed", s.Scenario, r.Seed)
-		if r.Mutant != "" {
-			head += " (mutant " + r.Mutant + ")"
-		}
-		text := fmt.Sprintf("SEED     %d\nREPLAY   %s\nHASH     %s (%d steps, ends t=%dms)\nOPTIONS\n%s",
-			r.Seed, replayCommand(s.Scenario, r.Seed, r.Mutant, r.Schedule), hex.EncodeToString(r.Hash[:]), r.Steps, r.End, indent(r.Options.String()))
-		sections = append(sections, reportSection{Heading: head, Text: text, TL: tl})
 	}
 	title := "loamrouter sim"
 	switch {

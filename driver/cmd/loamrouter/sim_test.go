@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,9 +60,22 @@ func TestSimShortSweepPasses(t *testing.T) {
 	}
 	require.Contains(t, progress, "0 failing, done in")
 
-	text, _, err := runSplit(t, "sim", "bank", "--seeds", "10")
+	report := filepath.Join(t.TempDir(), "run.html")
+	text, progress, err := runSplit(t, "sim", "bank", "--seeds", "10", "--report", report)
 	require.NoError(t, err)
 	require.Contains(t, text, "bank: 10 seeds (1..10), all passed")
+	require.Contains(t, progress, "(1 run pictured)")
+	page, err := os.ReadFile(report)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<h2>bank seed 1: passed</h2>", "without a failure, the first seed's run")
+	require.Contains(t, string(page), `marker-end="url(#a-cmd)"`)
+
+	_, _, err = runSplit(t, "sim", "push", "--seed", "5", "--seed", "6", "--report", report)
+	require.NoError(t, err)
+	page, err = os.ReadFile(report)
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(string(page), "<svg xmlns"), "each replayed seed drawn")
+	require.Contains(t, string(page), "REPLAY   loamrouter sim push --seed 6")
 }
 
 // TestSimMutantFailsAndPictures: a mutant the checkers must catch fails the sweep (exit
@@ -230,4 +246,44 @@ func TestSimBinaryExitStatus(t *testing.T) {
 	require.Equal(t, 3, ee.ExitCode(), "%s", out)
 	require.Contains(t, string(out), "loamrouter: ")
 	require.NoError(t, exec.Command(bin, "sim", "traffic", "--seeds", "5").Run())
+}
+
+// syncBuffer is a bytes.Buffer safe for the progress goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSimProgressRedraws: written to a file or pipe, the progress line is a new line every
+// progressLogEvery while work runs, and the final state ends it.
+func TestSimProgressRedraws(t *testing.T) {
+	defer func(d time.Duration) { progressLogEvery = d }(progressLogEvery)
+	progressLogEvery = 5 * time.Millisecond
+	var buf syncBuffer
+	var n atomic.Int64
+	p := startProgress(&buf, func(final bool) string {
+		if final {
+			return "final " + strconv.FormatInt(n.Load(), 10)
+		}
+		return "at " + strconv.FormatInt(n.Add(1), 10)
+	})
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	p.stop()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	require.GreaterOrEqual(t, len(lines), 4)
+	require.Equal(t, "at 1", lines[0])
+	require.Equal(t, "final "+strconv.FormatInt(n.Load(), 10), lines[len(lines)-1])
+	require.NotContains(t, buf.String(), "\r", "no carriage returns outside a terminal")
 }
