@@ -47,5 +47,8 @@ lint:
 	cd conformance/vitessdiff && $(GO) vet ./...
 	cd adapters/vtctld && $(GO) vet ./...
 
+# The main job: build the binary, then move a shard with the fenced cutover on local Postgres
+# servers under a write load (see README). It cleans up everything it started, also on Ctrl-C.
 demo:
-	$(GO) run ./driver/cmd/loamrouter demo
+	$(GO) build -o $${TMPDIR:-/tmp}/loamrouter ./driver/cmd/loamrouter
+	$${TMPDIR:-/tmp}/loamrouter demo

@@ -24,6 +24,20 @@
 // flight is re-issued by the restored machine under the same step id and attempt, which an
 // executor or the system behind it can recognise.
 //
+// # One active controller
+//
+// A daemon runs many machines and must be the only one running them. Lease keeps one
+// controller active among those sharing a store: the holder renews a blob by
+// compare-and-set, standbys take it once it has not changed for one TTL on their own clock.
+// Every step a controller executes carries the lease: GuardedStore refuses the snapshot
+// saves and record writes of a controller whose tenure ended, and Audited refuses to start a
+// command without it. The store's compare-and-set on the snapshot version is the second
+// guard: a new holder re-saves each machine's snapshot when it resumes it, so a deposed one
+// that wakes cannot save over it.
+//
+// Audited also writes the audit log (who, what, when, result) of every command, read back
+// with ReadAudit; Config.Drain stops a run gracefully, recording what was in flight.
+//
 // To run a new machine, write an Executor for its commands (one adapter call per command,
 // no retries) and a Kind that names its constructors and its timer and restart inputs; see
 // the Example. ConfigPush, InDoubt, Cutover and Failover are the kinds of the machines in

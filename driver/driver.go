@@ -40,6 +40,12 @@ type Config[In any] struct {
 	// timers fire on. Nil is the real clock; a *FakeClock lets a test move it (see
 	// ExampleFakeClock).
 	Clock Clock
+	// Drain, when closed, asks for a graceful stop (a daemon's SIGTERM): no further command
+	// is started and no timer fires, the commands already executing finish and their
+	// replies are fed and saved, then Run returns ErrDrained. What the last steps issued is
+	// in the saved snapshot, unexecuted, and the next driver re-issues it (Restarted): the
+	// stop leaves no step half-recorded.
+	Drain <-chan struct{}
 }
 
 // DefaultCallTimeout is Config.CallTimeout's default.
@@ -47,6 +53,9 @@ const DefaultCallTimeout = time.Minute
 
 // SnapshotKey is the blob key of a machine's snapshot.
 func SnapshotKey(kind, id string) string { return "machine/" + kind + "/" + id }
+
+// ErrDrained is returned by Run after a graceful stop asked for through Config.Drain.
+var ErrDrained = errors.New("driver: drained: every started command finished and was saved")
 
 // ErrRestore is wrapped when a persisted snapshot cannot be decoded or restored: the run
 // stops rather than start the machine over and repeat what it had done.
@@ -122,6 +131,7 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 	}
 	queue = append(queue, start...)
 	inputs := cfg.Inputs
+	drain := cfg.Drain
 	for {
 		if len(queue) > 0 {
 			if err := r.step(ctx, queue); err != nil {
@@ -129,7 +139,12 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 			}
 			queue = queue[:0]
 		}
-		if r.inflight == 0 && len(r.timers) == 0 && inputs == nil {
+		if r.draining {
+			if r.inflight == 0 {
+				logger.Info("drained: every started command finished and its reply is saved")
+				return ErrDrained
+			}
+		} else if r.inflight == 0 && len(r.timers) == 0 && inputs == nil {
 			logger.Debug("idle: nothing in flight, no timer pending")
 			return nil
 		}
@@ -137,6 +152,14 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 		case <-ctx.Done():
 			logger.Info("stopped", "cause", context.Cause(ctx), "inflight", r.inflight, "timers", len(r.timers))
 			return ctx.Err()
+		case <-drain:
+			drain, inputs = nil, nil
+			r.draining = true
+			for id, t := range r.timers {
+				t.stop()
+				delete(r.timers, id)
+			}
+			logger.Info("draining: starting nothing new, waiting for the commands in flight", "inflight", r.inflight)
 		case res := <-r.results:
 			queue = r.collect(queue, res)
 		case f := <-r.fired:
@@ -178,6 +201,8 @@ type run[In, Cmd, Snap any] struct {
 	inflight int
 	ordered  *fifo[Cmd]
 	wg       sync.WaitGroup
+	// draining: Config.Drain was closed; commands are saved but not started.
+	draining bool
 }
 
 type result[In any] struct {
@@ -231,6 +256,12 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 	}
 	if err := r.save(ctx); err != nil {
 		return err
+	}
+	if r.draining {
+		if len(cmds) > 0 {
+			r.log.Debug("draining: commands saved for the next driver, not started", "commands", len(cmds))
+		}
+		return nil
 	}
 	for _, c := range cmds {
 		r.dispatch(ctx, c)
@@ -333,6 +364,9 @@ func (r *run[In, Cmd, Snap]) setTimer(ctx context.Context, st machine.SetTimer) 
 // fire feeds a timer that is still the pending one for its id (a replaced or cancelled
 // timer may fire anyway; it is dropped here).
 func (r *run[In, Cmd, Snap]) fire(queue []In, f firing) []In {
+	if r.draining {
+		return queue
+	}
 	t, ok := r.timers[f.id]
 	if !ok || t.seq != f.seq {
 		return queue

@@ -1,39 +1,734 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/pghash"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
 )
 
-func newDemoCmd() *cobra.Command {
-	return &cobra.Command{
+func newDemoCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Show the main job end to end on this machine",
-		Long: `demo creates an example shard map record in a fresh embedded store (in a temporary
-directory, removed afterwards), reads it back and prints it.`,
+		Short: "The main job end to end on this machine: move a shard set under write load with the fenced cutover",
+		Long: `demo starts two throwaway Postgres servers on 127.0.0.1 in a temporary directory (as the
+postgres user when run as root; installing Debian's postgresql first when it is missing and
+this runs as root), stores a shard map for database app (2 shards) in the embedded store,
+starts the controller and three reference-router instances (conformance/refrouter, standing
+in for PgDog), and runs eight writers through them. It then reshards app from 2 to 3 shards
+with the fenced cutover while printing its progress; one router instance is unreachable from
+the controller throughout, so the fence has a stale router to refuse. It ends with a report:
+the generation timeline, the pause window, writes acknowledged / refused by the fence / lost,
+and the pgdog.toml of the new generation. Everything it started is stopped and removed,
+also on Ctrl-C.`,
+		Example: `  make demo
+  loamrouter demo
+  loamrouter demo --report cutover.html --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := os.MkdirTemp("", "loam-demo-")
+			opts := demoOptions{}
+			opts.report, _ = cmd.Flags().GetString("report")
+			opts.keep, _ = cmd.Flags().GetBool("keep")
+			opts.noInstall, _ = cmd.Flags().GetBool("no-install")
+			opts.workers, _ = cmd.Flags().GetInt("workers")
+			opts.steady, _ = cmd.Flags().GetDuration("steady")
+			r, err := runDemo(cmd.Context(), cmd.OutOrStdout(), opts)
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
-			root := cmd.Root()
-			out := cmd.OutOrStdout()
-			for _, argv := range [][]string{
-				{"--data", dir, "map", "init", "app", "--example"},
-				{"--data", dir, "map", "show", "app"},
-			} {
-				fmt.Fprintf(out, "$ loamrouter %s\n", strings.Join(argv[2:], " "))
-				root.SetArgs(argv)
-				if err := root.ExecuteContext(cmd.Context()); err != nil {
-					return err
-				}
+			if r.Lost > 0 {
+				return fmt.Errorf("%d acknowledged writes were lost", r.Lost)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().String("report", "", "also write the cutover's picture (HTML with an SVG) to this file")
+	cmd.Flags().Bool("keep", false, "keep the temporary directory (servers' logs, the store, the controller's log)")
+	cmd.Flags().Bool("no-install", false, "never install PostgreSQL; fail when it is missing")
+	cmd.Flags().Int("workers", 8, "client goroutines writing through the routers")
+	cmd.Flags().Duration("steady", 2*time.Second, "how long the load runs before and after the cutover")
+	return cmd
+}
+
+type demoOptions struct {
+	report    string
+	keep      bool
+	noInstall bool
+	workers   int
+	steady    time.Duration
+}
+
+// demoReport is what the demo measured.
+type demoReport struct {
+	Wall        time.Duration
+	Cutover     time.Duration
+	PauseWindow time.Duration
+	Outcome     string
+	Acked       int
+	Fenced      int
+	Failed      int // failed otherwise (not cut short by the end of the load)
+	CutShort    int // still in flight when the load stopped
+	Lost        int
+	Timeline    []string
+	PgDogToml   string
+}
+
+const (
+	demoDB      = "app"
+	demoRole    = "app"
+	demoSrcN    = 2
+	demoDstN    = 3
+	demoStale   = "ref-3" // unreachable from the controller during the cutover
+	demoDesig   = "ref-1"
+	demoPasswd  = "app-demo-pw"
+	demoTable   = "t"
+	demoTimeout = 5 * time.Minute
+)
+
+// demoWorld is what the demo started, for the controller's opener and for cleanup.
+type demoWorld struct {
+	src, dst *demoPG
+	fleet    *refrouter.Fleet
+	mu       sync.Mutex
+	rs       *refrouter.Resharder
+}
+
+// resharder is the designated instance's resharding commands: the reference router's
+// stand-in for COPY_DATA and CUTOVER, made once the reshard is published.
+type lazyResharder struct{ w *demoWorld }
+
+func (l lazyResharder) get() (*refrouter.Resharder, error) {
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	if l.w.rs == nil {
+		return nil, errors.New("no reshard is prepared on " + demoDesig)
+	}
+	return l.w.rs, nil
+}
+func (l lazyResharder) CopyData(ctx context.Context, source, destination, publication, slot string) (int64, error) {
+	rs, err := l.get()
+	if err != nil {
+		return 0, err
+	}
+	return rs.CopyData(ctx, source, destination, publication, slot)
+}
+func (l lazyResharder) Tasks(ctx context.Context) ([]adapters.Task, error) {
+	rs, err := l.get()
+	if err != nil {
+		return nil, nil // nothing prepared, nothing running
+	}
+	return rs.Tasks(ctx)
+}
+func (l lazyResharder) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+	rs, err := l.get()
+	if err != nil {
+		return 0, false, err
+	}
+	return rs.SlotLag(ctx, slot)
+}
+func (l lazyResharder) Cutover(ctx context.Context, task int64) error {
+	rs, err := l.get()
+	if err != nil {
+		return err
+	}
+	return rs.Cutover(ctx, task)
+}
+func (l lazyResharder) StopTask(ctx context.Context, task int64) error {
+	rs, err := l.get()
+	if err != nil {
+		return err
+	}
+	return rs.StopTask(ctx, task)
+}
+
+// opener gives the controller the reference routers and Postgres shards.
+func (w *demoWorld) opener(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
+	f := newFleet()
+	for _, id := range w.fleet.IDs() {
+		f.routers[id] = w.fleet.Router(id)
+	}
+	f.resharders[demoDesig] = lazyResharder{w}
+	f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+		return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{})
+	}
+	return f, nil
+}
+
+func (w *demoWorld) superDSN(b shardmap.Backend) string {
+	s := w.src
+	if int(b.Port) == w.dst.port {
+		s = w.dst
+	}
+	return s.dsn(b.Database)
+}
+
+// runDemo is the demo; out receives the narration.
+func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, error) {
+	t0 := time.Now()
+	if o.workers <= 0 {
+		o.workers = 8
+	}
+	if o.steady <= 0 {
+		o.steady = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
+	defer cancel()
+	say := func(format string, a ...any) { fmt.Fprintf(out, "==> "+format+"\n", a...) }
+	cleanups := []func(){}
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+
+	var bin string
+	var err error
+	if o.noInstall {
+		bin, err = postgresBin()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errNoPostgres, err)
+		}
+	} else if bin, err = ensurePostgres(ctx, out); err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp("", "loam-demo-")
+	if err != nil {
+		return nil, err
+	}
+	if o.keep {
+		defer fmt.Fprintf(out, "kept %s (servers' logs, the store, controller.log)\n", root)
+	} else {
+		cleanups = append(cleanups, func() { os.RemoveAll(root) })
+	}
+	say("starting two Postgres servers (%s) in %s", bin, root)
+	settings := map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
+		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"}
+	w := &demoWorld{}
+	var srcErr, dstErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.src, srcErr = startDemoPG(ctx, bin, root, "pg-source", settings) }()
+	go func() { defer wg.Done(); w.dst, dstErr = startDemoPG(ctx, bin, root, "pg-destination", settings) }()
+	wg.Wait()
+	for _, s := range []*demoPG{w.src, w.dst} {
+		if s != nil {
+			cleanups = append(cleanups, s.stop)
+		}
+	}
+	if err := errors.Join(srcErr, dstErr); err != nil {
+		return nil, err
+	}
+	rec, target, err := w.createShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "    source: 2 shards on 127.0.0.1:%d, destination: 3 shards on 127.0.0.1:%d\n", w.src.port, w.dst.port)
+
+	// The controller's configuration, and the record at generation 1.
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	confPath := filepath.Join(root, "loam.toml")
+	if err := os.WriteFile(confPath, []byte(demoConfig(root, listen)), 0o600); err != nil {
+		return nil, err
+	}
+	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw"} {
+		os.Setenv(k, v)
+	}
+	cfg, err := LoadConfig(confPath)
+	if err != nil {
+		return nil, err
+	}
+	dc := &cfg.Databases[0]
+	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	st, err := boltstore.Open(filepath.Join(cfg.Store.Dir, "loam.db"), nil)
+	if err != nil {
+		return nil, err
+	}
+	ref := adapters.DBRef{Namespace: "default", Database: demoDB}
+	if _, err := st.CAS(ctx, ref, 0, rec); err != nil {
+		st.Close()
+		return nil, err
+	}
+	st.Close()
+	files1, err := renderFiles(rec, dc)
+	if err != nil {
+		return nil, err
+	}
+	say("shard map: %s generation 1, pg_hash on id over 2 shards (embedded store %s)", ref, cfg.Store.Dir)
+
+	// Three reference routers, and the controller.
+	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1, Generation: rec.Generation})
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, w.fleet.Close)
+	logFile, err := os.Create(filepath.Join(root, "controller.log"))
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { logFile.Close() })
+	dctx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() {
+		root := newRootFor(&cli{open: w.opener})
+		root.SetArgs([]string{"--config", confPath, "--log-format", "json", "serve"})
+		root.SetErr(logFile)
+		root.SetOut(io.Discard)
+		served <- root.ExecuteContext(dctx)
+	}()
+	cleanups = append(cleanups, func() {
+		stopDaemon() // a drain: what is in flight finishes and is recorded
+		select {
+		case <-served:
+		case <-time.After(35 * time.Second):
+		}
+	})
+	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logFile.Name())
+	remote, err := waitForStore(ctx, "http://"+listen)
+	if err != nil {
+		return nil, err
+	}
+	defer remote.Close()
+	c := &cli{open: w.opener}
+	runCLI := func(print bool, args ...string) (string, error) {
+		root := newRootFor(c)
+		var buf strings.Builder
+		root.SetOut(&buf)
+		root.SetErr(&buf)
+		root.SetArgs(append([]string{"--config", confPath, "--log-level", "error"}, args...))
+		err := root.ExecuteContext(ctx)
+		if print {
+			fmt.Fprintf(out, "$ loamrouter %s\n%s", strings.Join(args, " "), indent(buf.String()))
+		}
+		return buf.String(), err
+	}
+	if err := waitPushed(ctx, remote, ref, 1, 3); err != nil {
+		return nil, err
+	}
+
+	// The load.
+	load := w.fleet.StartLoad(ctx, refrouter.LoadOptions{Workers: o.workers, Table: demoTable})
+	cleanups = append(cleanups, func() { load.Stop() })
+	say("%d writers running through ref-1..ref-3; steady state for %v", o.workers, o.steady)
+	if !sleepCtx(ctx, o.steady) {
+		return nil, ctx.Err()
+	}
+	acked, _, _ := refrouter.Tally(load.Writes())
+	fmt.Fprintf(out, "    %d writes acknowledged so far\n", acked)
+
+	// Generation 2: resharding towards 3 shards.
+	rec2 := rec.Clone()
+	rec2.Generation, rec2.Target = 2, &target
+	rec2.State = shardmap.State{Phase: shardmap.Resharding, To: 3}
+	data, _ := json.Marshal(rec2)
+	recPath := filepath.Join(root, "app-g2.json")
+	if err := os.WriteFile(recPath, data, 0o600); err != nil {
+		return nil, err
+	}
+	say("publishing generation 2: resharding to 3 shards (the destination is rendered everywhere, unused by clients)")
+	if _, err := runCLI(true, "map", "apply", demoDB, "--file", recPath); err != nil {
+		return nil, err
+	}
+	stored, err := remote.Read(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := refrouter.NewResharder(w.fleet.Router(demoDesig), stored, w.superDSN)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.rs = rs
+	w.mu.Unlock()
+	cleanups = append(cleanups, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = rs.Close(cctx)
+	})
+	if err := waitPushed(ctx, remote, ref, 2, 3); err != nil {
+		return nil, err
+	}
+
+	// The cutover.
+	if _, err := runCLI(true, "cutover", "plan", demoDB); err != nil {
+		return nil, fmt.Errorf("the plan does not hold: %w", err)
+	}
+	w.fleet.Router(demoStale).SetUnreachable(true)
+	say("%s is now unreachable from the controller (its clients still write through it): the fence must refuse it", demoStale)
+	cutStart := time.Now()
+	if _, err := runCLI(true, "cutover", "start", demoDB); err != nil {
+		return nil, err
+	}
+	var finalizeAsked bool
+	last := ""
+	for {
+		p, _, err := cutoverStatus(ctx, remote, ref)
+		if err != nil {
+			return nil, err
+		}
+		line := fmt.Sprintf("    %s %-8s", p.bar(), p.Current)
+		if p.Current == "copy" && p.LagBytes >= 0 {
+			line += fmt.Sprintf(" lag %s", bytesText(p.LagBytes))
+			if p.ETAMS > 0 {
+				line += fmt.Sprintf(", ETA %s", dur(p.ETAMS))
+			}
+		}
+		if p.Current != last || p.Outcome != "" {
+			fmt.Fprintf(out, "%s  (+%s)\n", line, time.Since(cutStart).Round(time.Millisecond))
+			last = p.Current
+		}
+		if p.Outcome != "" {
+			break
+		}
+		if p.Current == "resume" && !finalizeAsked && p.Steps[5].Commands >= 2 {
+			finalizeAsked = true
+			if !sleepCtx(ctx, 300*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			if _, err := runCLI(true, "cutover", "finalize", demoDB); err != nil {
+				return nil, err
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	cutDur := time.Since(cutStart)
+	w.fleet.Router(demoStale).SetUnreachable(false)
+	if _, err := runCLI(true, "cutover", "status", demoDB); err != nil {
+		return nil, err
+	}
+	final, err := remote.Read(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	say("%s reachable again: ConfigPush moves it to generation %d", demoStale, final.Generation)
+	if err := waitPushed(ctx, remote, ref, final.Generation, 3); err != nil {
+		return nil, err
+	}
+	if !sleepCtx(ctx, o.steady/2) {
+		return nil, ctx.Err()
+	}
+	writes := load.Stop()
+
+	// What happened to every write.
+	r := &demoReport{Cutover: cutDur}
+	r.Acked, r.Fenced, r.Failed = refrouter.Tally(writes)
+	for _, wr := range writes {
+		if !wr.Acked() && !wr.Fenced() && errors.Is(wr.Err, context.Canceled) {
+			r.Failed--
+			r.CutShort++
+		}
+	}
+	lost, err := w.checkWrites(ctx, final, writes)
+	if err != nil {
+		return nil, err
+	}
+	r.Lost = lost
+	entries, err := driver.ReadAudit(ctx, remote, driver.AuditFilter{})
+	if err != nil {
+		return nil, err
+	}
+	r.Timeline, r.PauseWindow = demoTimeline(entries, t0)
+	p, cutEntries, _ := cutoverStatus(ctx, remote, ref)
+	r.Outcome = p.Outcome
+	files, err := renderFiles(final, dc)
+	if err != nil {
+		return nil, err
+	}
+	if f, ok := files.Get(render.PgDogConfigFile); ok {
+		r.PgDogToml = string(f.Data)
+	}
+	if o.report != "" {
+		if err := writeReport(o.report, "demo: cutover of default/app", timelineFromAudit(cutEntries)); err != nil {
+			return nil, err
+		}
+	}
+	r.Wall = time.Since(t0)
+	r.print(out, o.report)
+	return r, nil
+}
+
+var errNoPostgres = errors.New("skipped: needs postgres")
+
+func (w *demoWorld) createShards(ctx context.Context) (*shardmap.Record, shardmap.Layout, error) {
+	ddl := "CREATE TABLE " + demoTable + " (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON " + demoTable + " TO " + demoRole
+	for _, s := range []*demoPG{w.src, w.dst} {
+		if err := s.exec(ctx, "postgres", "CREATE ROLE "+demoRole+" LOGIN PASSWORD '"+demoPasswd+"'"); err != nil {
+			return nil, shardmap.Layout{}, err
+		}
+	}
+	mk := func(s *demoPG, name string) (shardmap.Backend, error) {
+		if err := s.exec(ctx, "postgres", "CREATE DATABASE "+name); err != nil {
+			return shardmap.Backend{}, err
+		}
+		if err := s.exec(ctx, name, ddl); err != nil {
+			return shardmap.Backend{}, err
+		}
+		return shardmap.Backend{Host: "127.0.0.1", Port: uint16(s.port), Database: name}, nil
+	}
+	var src, dst []shardmap.Backend
+	for i := range demoSrcN {
+		b, err := mk(w.src, fmt.Sprintf("app_s%d", i))
+		if err != nil {
+			return nil, shardmap.Layout{}, err
+		}
+		src = append(src, b)
+	}
+	for j := range demoDstN {
+		b, err := mk(w.dst, fmt.Sprintf("app_n%d", j))
+		if err != nil {
+			return nil, shardmap.Layout{}, err
+		}
+		dst = append(dst, b)
+	}
+	key := shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{demoTable}}
+	rec := shardmap.NewPgHash(demoDB, key, src...)
+	target := shardmap.NewPgHash(demoDB, key, dst...).Layout
+	for j := range target.Shards {
+		target.Shards[j].Name = fmt.Sprintf("n%d", j)
+	}
+	return rec, target, nil
+}
+
+// checkWrites counts acknowledged writes missing from the final layout's shards, and
+// fails if one is stored twice, on the wrong shard, or comes from a refused write.
+func (w *demoWorld) checkWrites(ctx context.Context, final *shardmap.Record, writes []refrouter.Write) (int, error) {
+	where := map[int64][]int{}
+	for i, s := range final.Shards {
+		conn, err := pgx.Connect(ctx, w.superDSN(s.Backend))
+		if err != nil {
+			return 0, err
+		}
+		rows, err := conn.Query(ctx, "SELECT id FROM "+demoTable)
+		if err != nil {
+			conn.Close(ctx)
+			return 0, err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				conn.Close(ctx)
+				return 0, err
+			}
+			where[id] = append(where[id], i)
+		}
+		err = rows.Err()
+		conn.Close(ctx)
+		if err != nil {
+			return 0, err
+		}
+	}
+	byKey := map[int64]refrouter.Write{}
+	lost := 0
+	for _, wr := range writes {
+		byKey[wr.Key] = wr
+		if !wr.Acked() {
+			continue
+		}
+		switch got, want := where[wr.Key], int(pghash.ShardOfInt8(wr.Key, uint64(len(final.Shards)))); {
+		case len(got) == 0:
+			lost++
+		case len(got) > 1 || got[0] != want:
+			return 0, fmt.Errorf("acknowledged write %d is stored on shards %v, not once on shard %d", wr.Key, got, want)
+		}
+	}
+	for id := range where {
+		if wr, ok := byKey[id]; ok && wr.Fenced() {
+			return 0, fmt.Errorf("row %d comes from a write the fence refused", id)
+		}
+	}
+	return lost, nil
+}
+
+// demoTimeline reads the generations and the pause window from the audit log.
+func demoTimeline(entries []driver.AuditEntry, t0 time.Time) ([]string, time.Duration) {
+	type line struct {
+		at   int64
+		text string
+	}
+	var lines []line
+	var firstPause, lastResume int64
+	at := func(e driver.AuditEntry) string {
+		return fmt.Sprintf("%7.2fs", float64(e.At-t0.UnixMilli())/1000)
+	}
+	for _, e := range entries {
+		switch {
+		case e.Event == driver.AuditAction && (strings.HasPrefix(e.What, "map ") || strings.HasPrefix(e.What, "cutover ended") || strings.HasPrefix(e.What, "took the lease")):
+			lines = append(lines, line{e.At, at(e) + "  " + e.What})
+		case e.Machine == "configpush" && e.Event == driver.AuditReport && strings.HasPrefix(e.What, "Outcome"):
+			lines = append(lines, line{e.At, at(e) + "  pushed: " + e.What})
+		case e.Machine == "cutover" && e.Event == driver.AuditResult && strings.HasPrefix(e.What, "WriteRecord"):
+			lines = append(lines, line{e.At, at(e) + "  cutover stored the record: " + shortWhat(e.What) + " (" + e.Detail + ")"})
+		case e.Machine == "cutover" && e.Event == driver.AuditExec && strings.HasPrefix(e.What, "Pause") && firstPause == 0:
+			firstPause = e.At
+		case e.Machine == "cutover" && e.Event == driver.AuditResult && strings.HasPrefix(e.What, "Resume") && e.OK():
+			lastResume = e.At
+		}
+	}
+	var pause time.Duration
+	if firstPause > 0 && lastResume > firstPause {
+		pause = time.Duration(lastResume-firstPause) * time.Millisecond
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at < lines[j].at })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
+	}
+	return out, pause
+}
+
+func (r *demoReport) print(out io.Writer, report string) {
+	fmt.Fprintf(out, "\n===================== report =====================\n")
+	fmt.Fprintf(out, "cutover %s in %v; pause window (first PAUSE to last RESUME) %v\n", r.Outcome, r.Cutover.Round(time.Millisecond), r.PauseWindow)
+	fmt.Fprintf(out, "writes: %d acknowledged, %d refused by the fence, %d failed otherwise, %d cut short when the load stopped, %d lost\n", r.Acked, r.Fenced, r.Failed, r.CutShort, r.Lost)
+	fmt.Fprintln(out, "generation timeline:")
+	for _, l := range r.Timeline {
+		fmt.Fprintln(out, "  "+l)
+	}
+	fmt.Fprintln(out, "pgdog.toml of the new generation:")
+	fmt.Fprint(out, indent(r.PgDogToml))
+	if report != "" {
+		fmt.Fprintf(out, "picture of the cutover: %s\n", report)
+	}
+	fmt.Fprintf(out, "demo wall time %v\n", r.Wall.Round(time.Millisecond))
+}
+
+func demoConfig(root, listen string) string {
+	var routers strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&routers, "[[databases.routers]]\nid = \"ref-%d\"\nadmin = \"in-process\"\nnode_id = \"%d\"\n", i, i)
+	}
+	return fmt.Sprintf(`# The demo's controller: written by loamrouter demo.
+[controller]
+id = "demo-controller"
+lease_ttl = "2s"
+listen = %q
+drain_timeout = "20s"
+
+[store]
+dir = %q
+
+[[databases]]
+name = "app"
+files_dir = %q
+app_user = "app"
+app_password_env = "LOAM_DEMO_APP_PW"
+admin_password_env = "LOAM_DEMO_ADMIN_PW"
+schema_admin = "migrator"
+schema_admin_password_env = "LOAM_DEMO_COPY_PW"
+insecure = true
+shard_user = "postgres"
+shard_sslmode = "disable"
+[databases.indoubt]
+period = "5s"
+[databases.cutover]
+designated = "ref-1"
+publication = "loam_app"
+lag_threshold_bytes = 1048576
+poll_every = "50ms"
+grace = "200ms"
+retry_after = "100ms"
+%s`, listen, filepath.Join(root, "loam-data"), filepath.Join(root, "files"), routers.String())
+}
+
+func waitForStore(ctx context.Context, url string) (*httpstore.Client, error) {
+	c, err := httpstore.Dial(url, nil)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := c.ListBlobs(ctx, "lease/")
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("the controller's store API at %s does not answer: %w", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitPushed waits until ConfigPush reports generation gen confirmed on n instances.
+func waitPushed(ctx context.Context, st adapters.BlobStore, ref adapters.DBRef, gen uint64, n int) error {
+	want := fmt.Sprintf("Outcome gen=%d ", gen)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "configpush", ID: ref.String()})
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Event == driver.AuditReport && strings.HasPrefix(e.What, want) && strings.Count(confirmed(e.What), ",")+1 >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("generation %d was not confirmed on %d router instances within a minute", gen, n)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// confirmed is the confirmed=(...) list of an Outcome line.
+func confirmed(what string) string {
+	_, after, ok := strings.Cut(what, "confirmed=(")
+	if !ok {
+		return ""
+	}
+	list, _, _ := strings.Cut(after, ")")
+	if list == "" {
+		return ""
+	}
+	return list
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -1,4 +1,12 @@
-// Command loamrouter is Loam Router's reference daemon and CLI.
+// Command loamrouter is Loam Router's reference daemon and CLI, one binary.
+//
+// serve runs the controller (config pushes on every generation change, the in-doubt
+// monitor, cutovers and failovers when asked) with one active controller per store;
+// store-serve shares a store between controllers; the other commands are for people: map
+// init|show|validate|apply, render pgdog|vschema, locate, cutover plan|start|status|
+// finalize|rollback, failover, indoubt list, fencing status|advance|enable, audit, oracle,
+// sim and demo. Every command's --help has an example; --output json is for scripts and
+// --log-format json for log collectors. Configuration is loam.toml (see serve --help).
 package main
 
 import (

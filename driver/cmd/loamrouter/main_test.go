@@ -53,13 +53,6 @@ func TestMapValidateNamesTheField(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), path), "the error names the file")
 }
 
-func TestDemoRuns(t *testing.T) {
-	out, err := run(t, "demo")
-	require.NoError(t, err)
-	require.Contains(t, out, "$ loamrouter map show app")
-	require.Contains(t, out, `"generation": 1`)
-}
-
 func must(b []byte, err error) []byte {
 	if err != nil {
 		panic(err)

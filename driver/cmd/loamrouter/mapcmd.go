@@ -6,31 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 )
 
-func openStore(cmd *cobra.Command) (*boltstore.Store, error) {
-	dir, _ := cmd.Flags().GetString("data")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("--data %s: %w", dir, err)
-	}
-	return boltstore.Open(filepath.Join(dir, "loam.db"), nil)
-}
-
-func dbRef(cmd *cobra.Command, db string) adapters.DBRef {
-	ns, _ := cmd.Flags().GetString("namespace")
-	return adapters.DBRef{Namespace: ns, Database: db}
-}
-
-func newMapCmd() *cobra.Command {
-	m := &cobra.Command{Use: "map", Short: "Create, show and validate shard map records"}
-	m.PersistentFlags().String("namespace", "default", "namespace of the record (records live under xs/<namespace>/<db>)")
+func newMapCmd(c *cli) *cobra.Command {
+	m := &cobra.Command{Use: "map", Short: "Create, show, validate and change shard map records"}
 
 	initCmd := &cobra.Command{
 		Use:   "init <db> --file record.json",
@@ -43,20 +28,23 @@ func newMapCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := openStore(cmd)
+			s, err := c.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			v, err := s.CAS(cmd.Context(), dbRef(cmd, args[0]), 0, rec)
+			v, err := s.CAS(cmd.Context(), c.db(args[0]), 0, rec)
 			if errors.Is(err, adapters.ErrConflict) {
 				return fmt.Errorf("%w (use `map apply` to change an existing record)", err)
 			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s version %d generation %d\n", dbRef(cmd, args[0]), v, rec.Generation)
-			return nil
+			_ = c.audit(s).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, ID: c.db(args[0]).String(), What: fmt.Sprintf("map init: version %d generation %d", v, rec.Generation), Result: "ok"})
+			return c.emit(cmd.OutOrStdout(), map[string]any{"db": c.db(args[0]).String(), "version": v, "generation": rec.Generation}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "created %s version %d generation %d\n", c.db(args[0]), v, rec.Generation)
+				return err
+			})
 		},
 	}
 	initCmd.Flags().String("file", "", "JSON record to create (see `map show` for the format)")
@@ -65,17 +53,17 @@ func newMapCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use:     "show <db>",
 		Short:   "Print a database's shard map record as JSON",
-		Example: "  loamrouter map show app",
+		Example: "  loamrouter map show app\n  loamrouter map show app > app.json   # edit, then `map apply app --file app.json`",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openStore(cmd)
+			s, err := c.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			rec, err := s.Read(cmd.Context(), dbRef(cmd, args[0]))
+			rec, err := s.Read(cmd.Context(), c.db(args[0]))
 			if err != nil {
-				return fmt.Errorf("%s: %w", dbRef(cmd, args[0]), err)
+				return fmt.Errorf("%s: %w", c.db(args[0]), err)
 			}
 			return printJSON(cmd.OutOrStdout(), rec)
 		},
@@ -91,13 +79,65 @@ func newMapCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ok: %s %q, %d shards, generation %d\n", rec.Router.Kind, rec.Router.Name, len(rec.Shards), rec.Generation)
-			return nil
+			return c.emit(cmd.OutOrStdout(), map[string]any{"ok": true, "router": rec.Router.Kind.String(), "name": rec.Router.Name, "shards": len(rec.Shards), "generation": rec.Generation}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "ok: %s %q, %d shards, generation %d\n", rec.Router.Kind, rec.Router.Name, len(rec.Shards), rec.Generation)
+				return err
+			})
 		},
 	}
 	validate.Flags().String("file", "", "JSON record to check")
 	validate.Flags().Bool("example", false, "check the example record")
-	m.AddCommand(initCmd, show, validate)
+
+	apply := &cobra.Command{
+		Use:   "apply <db> --file record.json",
+		Short: "Replace a database's record by compare-and-set; the running daemon pushes a new generation",
+		Long: `apply stores the record in --file over the current one, by compare-and-set on the
+version it read (or on --expect-version), so two operators cannot overwrite each other. The
+record must pass validation and be a valid successor of the stored one (generations only
+grow; a routing change needs a new generation). A daemon watching the database pushes the
+new generation to every router.`,
+		Example: `  loamrouter map show app > app.json && $EDITOR app.json
+  loamrouter map apply app --file app.json
+  loamrouter map apply app --file app.json --expect-version 7`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rec, err := recordFromFlags(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			s, err := c.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ref := c.db(args[0])
+			expect, _ := cmd.Flags().GetUint64("expect-version")
+			var before *shardmap.Record
+			if expect == 0 {
+				before, err = s.Read(cmd.Context(), ref)
+				if err != nil {
+					return fmt.Errorf("%s: %w (use `map init` to create it)", ref, err)
+				}
+				expect = before.Version
+			}
+			v, err := s.CAS(cmd.Context(), ref, expect, rec)
+			if err != nil {
+				return fmt.Errorf("%s: %w", ref, err)
+			}
+			what := fmt.Sprintf("map apply: version %d → %d, generation %d", expect, v, rec.Generation)
+			if before != nil && before.Generation != rec.Generation {
+				what = fmt.Sprintf("map apply: version %d → %d, generation %d → %d", expect, v, before.Generation, rec.Generation)
+			}
+			_ = c.audit(s).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, ID: ref.String(), What: what, Result: "ok"})
+			return c.emit(cmd.OutOrStdout(), map[string]any{"db": ref.String(), "version": v, "generation": rec.Generation}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "stored %s version %d generation %d\n", ref, v, rec.Generation)
+				return err
+			})
+		},
+	}
+	apply.Flags().String("file", "", "JSON record to store")
+	apply.Flags().Uint64("expect-version", 0, "the version the store must hold (default: the one read just before)")
+	m.AddCommand(initCmd, show, validate, apply)
 	return m
 }
 

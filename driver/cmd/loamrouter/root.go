@@ -1,17 +1,226 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/adapters/tikv"
+	"loam.dev/router/driver"
 )
 
-func newRoot() *cobra.Command {
+// cli is the state every command shares: the global flags and what they open.
+type cli struct {
+	configPath string
+	dataDir    string
+	storeURL   string
+	namespace  string
+	output     string
+	logFormat  string
+	logLevel   string
+
+	cfg  *Config
+	log  *slog.Logger
+	open opener
+	// store, when set, is used instead of opening one (tests: an in-process TiKV); it is
+	// not closed by the commands.
+	store Store
+}
+
+func newRoot() *cobra.Command { return newRootFor(&cli{}) }
+
+// newRootFor builds the command tree around c (tests set c.open first).
+func newRootFor(c *cli) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "loamrouter",
-		Short:         "Keep sharded Postgres (PgDog) and MySQL (Vitess) routable and safe",
+		Use:   "loamrouter",
+		Short: "Keep sharded Postgres (PgDog) and MySQL (Vitess) routable and safe",
+		Long: `loamrouter is Loam Router's reference daemon and CLI.
+
+The daemon (serve) keeps every configured database's routers on the shard map record's
+generation, watches for prepared transactions left in doubt, and runs cutovers and
+failovers when asked; one controller is active at a time (a lease in the store), others
+stand by. The other commands are for people: they read and change the store, render the
+routers' files, explain where a key routes, and show what the daemon did.
+
+The store is the embedded bbolt file in --data (./loam-data) unless loam.toml says
+otherwise. While a daemon holds the embedded file, the commands reach it through the
+daemon's listen address.`,
+		Example: `  loamrouter map init app --example
+  loamrouter locate app 42
+  loamrouter render pgdog app --out ./pgdog
+  loamrouter serve --config loam.toml
+  loamrouter cutover status app`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return c.setup(cmd)
+		},
 	}
-	root.PersistentFlags().String("data", "./loam-data", "directory of the embedded store (loam.db)")
-	root.AddCommand(newMapCmd(), newDemoCmd())
+	f := root.PersistentFlags()
+	f.StringVar(&c.configPath, "config", "", "loam.toml (default: ./loam.toml when it exists)")
+	f.StringVar(&c.dataDir, "data", "", "directory of the embedded store (default ./loam-data; overrides store.dir)")
+	f.StringVar(&c.storeURL, "store", "", "use this store instead of the config's: http://host:port (a store server or a daemon), or tikv://pd1:2379,pd2:2379")
+	f.StringVar(&c.namespace, "namespace", "default", "namespace of the records (they live under xs/<namespace>/<db>)")
+	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text (for a terminal) or json")
+	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(newMapCmd(c), newRenderCmd(c), newLocateCmd(c), newOracleCmd(c), newAuditCmd(c),
+		newCutoverCmd(c), newFailoverCmd(c), newInDoubtCmd(c), newFencingCmd(c), newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c))
 	return root
 }
+
+// setup parses the global flags into a logger and a config.
+func (c *cli) setup(cmd *cobra.Command) error {
+	switch c.output {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--output %q: use text or json", c.output)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.logFormat {
+	case "text":
+		c.log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts))
+	case "json":
+		c.log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts))
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", c.logFormat)
+	}
+	slog.SetDefault(c.log)
+	path := c.configPath
+	if path == "" {
+		if _, err := os.Stat("loam.toml"); err == nil {
+			path = "loam.toml"
+		}
+	}
+	var err error
+	if path != "" {
+		c.cfg, err = LoadConfig(path)
+	} else {
+		c.cfg, err = ParseConfig("(defaults)", nil)
+	}
+	if err != nil {
+		return err
+	}
+	if c.dataDir != "" {
+		if c.cfg.Store.Kind != "bolt" {
+			return fmt.Errorf("--data %s: the config's store is %s, not the embedded one (drop --data, or use --store)", c.dataDir, c.cfg.Store.Kind)
+		}
+		c.cfg.Store.Dir = c.dataDir
+	}
+	return nil
+}
+
+// Store is what every command works on: records and blobs.
+type Store interface {
+	adapters.ShardMapStore
+	adapters.BlobStore
+	Close() error
+}
+
+// openStore opens the configured store. The embedded file is locked by bbolt to one
+// process: when a daemon holds it, the CLI goes through the daemon's listen address.
+func (c *cli) openStore(ctx context.Context) (Store, error) { return c.openStoreFor(ctx, false) }
+
+// openStoreFor opens the store; a daemon (own) waits longer for the embedded file's lock
+// (a command may hold it for a moment) and never goes through another daemon.
+func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
+	if c.store != nil {
+		return unclosed{c.store}, nil
+	}
+	if u := c.storeURL; u != "" {
+		if pd, ok := strings.CutPrefix(u, "tikv://"); ok {
+			return tikv.Open(strings.Split(pd, ","), nil)
+		}
+		return httpstore.Dial(u, &httpstore.Options{Token: secret(c.cfg.Store.TokenEnv)})
+	}
+	s := c.cfg.Store
+	switch s.Kind {
+	case "tikv":
+		st, err := tikv.Open(s.PD, nil)
+		if err != nil {
+			return nil, fmt.Errorf("store.pd %v: %w", s.PD, err)
+		}
+		return st, nil
+	case "remote":
+		return httpstore.Dial(s.URL, &httpstore.Options{Token: secret(s.TokenEnv)})
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store.dir %s: %w", s.Dir, err)
+	}
+	path := filepath.Join(s.Dir, "loam.db")
+	wait := lockWait
+	if own {
+		wait = 10 * time.Second
+	}
+	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: wait})
+	if err == nil || own {
+		return b, err
+	}
+	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
+		h, herr := httpstore.Dial("http://"+c.listenAddr(), &httpstore.Options{Token: secret(c.cfg.Controller.TokenEnv)})
+		if herr == nil {
+			if _, perr := h.ListBlobs(ctx, "lease/"); perr == nil {
+				c.log.Debug("the embedded store is held by a daemon; using it through its listen address", "listen", c.listenAddr())
+				return h, nil
+			}
+		}
+		return nil, fmt.Errorf("%w (and no daemon answers on controller.listen %s)", err, c.listenAddr())
+	}
+	return nil, err
+}
+
+func (c *cli) listenAddr() string { return c.cfg.Controller.Listen }
+
+func (c *cli) db(name string) adapters.DBRef {
+	return adapters.DBRef{Namespace: c.namespace, Database: name}
+}
+
+func (c *cli) json() bool { return c.output == "json" }
+
+// emit prints v as indented JSON with --output json, else calls text.
+func (c *cli) emit(w io.Writer, v any, text func(io.Writer) error) error {
+	if c.json() {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return text(w)
+}
+
+// lockWait is how long a command waits for the embedded store's file lock before it looks
+// for a daemon holding it.
+const lockWait = 300 * time.Millisecond
+
+// cliAudit is the audit log of an operator's command, signed by who ran it.
+func (c *cli) audit(st adapters.BlobStore) *driver.Audit {
+	who := c.who()
+	return driver.NewAudit(st, func() driver.Token { return driver.Token{Holder: who} }, c.log)
+}
+
+// opener reaches databases' routers and shards (tests and the demo put their own in).
+func (c *cli) opener() opener {
+	if c.open != nil {
+		return c.open
+	}
+	return openFleet
+}
+
+// unclosed is a store whose Close is left to its owner.
+type unclosed struct{ Store }
+
+func (unclosed) Close() error { return nil }

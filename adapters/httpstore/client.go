@@ -1,0 +1,232 @@
+package httpstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// Client is a Store served by a Handler at a base URL. It is safe for concurrent use.
+type Client struct {
+	base    string
+	token   string
+	wait    time.Duration
+	hc      *http.Client
+	closed  atomic.Bool
+	closing context.Context
+	close   context.CancelFunc
+}
+
+var _ Store = (*Client)(nil)
+
+// Dial returns a client of the server at base ("http://127.0.0.1:7070"). It does not
+// connect: the first call does, and an unreachable server fails that call with
+// adapters.ErrUnreachable.
+func Dial(base string, opts *Options) (*Client, error) {
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, fmt.Errorf("httpstore: store URL %q must start with http:// or https://", base)
+	}
+	c := &Client{base: strings.TrimRight(base, "/"), wait: defaultWatchWait, hc: &http.Client{}}
+	c.closing, c.close = context.WithCancel(context.Background())
+	if opts != nil {
+		c.token = opts.Token
+		if opts.WatchWait > 0 {
+			c.wait = opts.WatchWait
+		}
+		if opts.HTTPClient != nil {
+			c.hc = opts.HTTPClient
+		}
+	}
+	return c, nil
+}
+
+// URL returns the server's base URL.
+func (c *Client) URL() string { return c.base }
+
+// Close makes every later call fail with adapters.ErrClosed and ends waiting watches.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	c.close()
+	return nil
+}
+
+// call performs one operation and returns the answer; a failed store call comes back as
+// resp.Error, a failed transport as err.
+func (c *Client) call(ctx context.Context, op string, req *request) (*response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, adapters.ErrClosed
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel) // Close ends calls in flight
+	defer stop()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+pathPrefix+op, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.hc.Do(hr)
+	if err != nil {
+		if c.closed.Load() {
+			return nil, adapters.ErrClosed
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, fmt.Errorf("httpstore: %s %s: %w: %v", op, c.base, adapters.ErrUnreachable, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, fmt.Errorf("httpstore: %s %s: reading the answer: %w: %v", op, c.base, adapters.ErrUnreachable, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("httpstore: %s %s: HTTP %d: %s", op, c.base, res.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return decodeResponse(data)
+}
+
+func ref(db adapters.DBRef) *request { return &request{Namespace: db.Namespace, Database: db.Database} }
+
+func (c *Client) record(db adapters.DBRef, r *response) (*shardmap.Record, error) {
+	if r.Error != nil {
+		return nil, r.Error.asError(db)
+	}
+	rec, err := shardmap.Decode(r.Record)
+	if err != nil {
+		return nil, fmt.Errorf("httpstore: %s: the served record does not decode: %w: %v", db, adapters.ErrCorrupt, err)
+	}
+	return rec, nil
+}
+
+// Read implements adapters.ShardMapStore.
+func (c *Client) Read(ctx context.Context, db adapters.DBRef) (*shardmap.Record, error) {
+	r, err := c.call(ctx, opRead, ref(db))
+	if err != nil {
+		return nil, err
+	}
+	return c.record(db, r)
+}
+
+// CAS implements adapters.ShardMapStore.
+func (c *Client) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next *shardmap.Record) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if next == nil {
+		return 0, fmt.Errorf("adapters: %s: CAS of a nil record", db)
+	}
+	enc, err := next.MarshalBinary()
+	if err != nil {
+		// A record the encoding refuses is invalid: say why as the store would.
+		if verr := next.Validate(); verr != nil {
+			return 0, fmt.Errorf("adapters: %s: refusing to store an invalid record: %w", db, verr)
+		}
+		return 0, fmt.Errorf("httpstore: %s: encoding the record: %w", db, err)
+	}
+	req := ref(db)
+	req.Expect, req.Record = expect, enc
+	r, err := c.call(ctx, opCAS, req)
+	if err != nil {
+		return 0, err
+	}
+	if r.Error != nil {
+		return 0, r.Error.asError(db)
+	}
+	return r.Version, nil
+}
+
+// Watch implements adapters.ShardMapStore as a long poll, asked again until ctx ends.
+func (c *Client) Watch(ctx context.Context, db adapters.DBRef, after uint64) (*shardmap.Record, error) {
+	req := ref(db)
+	req.After, req.WaitMS = after, c.wait.Milliseconds()
+	for {
+		r, err := c.call(ctx, opWatch, req)
+		if err != nil {
+			return nil, err
+		}
+		if !r.Pending {
+			return c.record(db, r)
+		}
+	}
+}
+
+// GetBlob implements adapters.BlobStore.
+func (c *Client) GetBlob(ctx context.Context, key string) (adapters.Blob, error) {
+	r, err := c.call(ctx, opGet, &request{Key: key})
+	if err != nil {
+		return adapters.Blob{}, err
+	}
+	if r.Error != nil {
+		return adapters.Blob{}, r.Error.asError(adapters.DBRef{})
+	}
+	if r.Blob == nil {
+		return adapters.Blob{}, fmt.Errorf("httpstore: get %q: the answer has no blob: %w", key, adapters.ErrCorrupt)
+	}
+	return adapters.Blob{Key: r.Blob.Key, Version: r.Blob.Version, Data: r.Blob.Data}, nil
+}
+
+// PutBlob implements adapters.BlobStore.
+func (c *Client) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	if err := adapters.CheckBlobKey(key); err != nil {
+		return 0, err
+	}
+	r, err := c.call(ctx, opPut, &request{Key: key, Expect: expect, Data: data})
+	if err != nil {
+		return 0, err
+	}
+	if r.Error != nil {
+		return 0, r.Error.asError(adapters.DBRef{})
+	}
+	return r.Version, nil
+}
+
+// DeleteBlob implements adapters.BlobStore.
+func (c *Client) DeleteBlob(ctx context.Context, key string, expect uint64) error {
+	r, err := c.call(ctx, opDelete, &request{Key: key, Expect: expect})
+	if err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return r.Error.asError(adapters.DBRef{})
+	}
+	return nil
+}
+
+// ListBlobs implements adapters.BlobStore.
+func (c *Client) ListBlobs(ctx context.Context, prefix string) ([]adapters.Blob, error) {
+	r, err := c.call(ctx, opList, &request{Prefix: prefix})
+	if err != nil {
+		return nil, err
+	}
+	if r.Error != nil {
+		return nil, r.Error.asError(adapters.DBRef{})
+	}
+	out := make([]adapters.Blob, 0, len(r.Blobs))
+	for _, b := range r.Blobs {
+		out = append(out, adapters.Blob{Key: b.Key, Version: b.Version, Data: b.Data})
+	}
+	return out, nil
+}

@@ -1,0 +1,252 @@
+package driver
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"loam.dev/router/adapters"
+)
+
+// AuditPrefix is where the audit log lives in the BlobStore.
+const AuditPrefix = "audit/"
+
+// Audit events.
+const (
+	// AuditExec is written before a command is executed, AuditResult after (with the
+	// reply's error or "ok" and the duration), AuditReport for a command that has no
+	// reply (an outcome, an alert to people).
+	AuditExec    = "exec"
+	AuditResult  = "result"
+	AuditReport  = "report"
+	AuditRefused = "refused" // a command not executed: the lease was not held
+	// AuditAction is an operator's or a controller's own action (map apply, lease taken,
+	// cutover requested, drained).
+	AuditAction = "action"
+)
+
+// AuditEntry is one line of the audit log: who did what, when, and how it went.
+type AuditEntry struct {
+	Key     string `json:"key"`
+	At      int64  `json:"at"` // unix milliseconds, the writer's clock
+	Holder  string `json:"holder"`
+	Epoch   uint64 `json:"epoch,omitempty"` // the lease tenure it ran under; 0 outside one (the CLI)
+	Machine string `json:"machine,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Event   string `json:"event"`
+	Step    string `json:"step,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Target is what the command acts on: a router instance, a shard, "store", "files".
+	Target     string `json:"target,omitempty"`
+	What       string `json:"what"`
+	Result     string `json:"result,omitempty"` // "ok" or the error
+	Detail     string `json:"detail,omitempty"` // what the reply carried (a lag, a version)
+	DurationMS int64  `json:"duration_ms,omitempty"`
+}
+
+// OK reports whether the entry records a success (or is not a result at all).
+func (e AuditEntry) OK() bool { return e.Result == "" || e.Result == "ok" }
+
+// Audit appends entries to an append-only log in a BlobStore: each entry is its own blob,
+// created with expect 0 and never rewritten, under audit/<epoch>/<time>-<seq>-<rand>, so the
+// log reads back in tenure order and then in time order, and entries of two processes never
+// collide. Who wrote an entry comes from the token function (the lease's Valid).
+type Audit struct {
+	store adapters.BlobStore
+	who   func() Token
+	log   *slog.Logger
+	seq   atomic.Uint64
+	// Failures counts entries that could not be written (logged at error level).
+	Failures atomic.Uint64
+}
+
+// NewAudit returns an audit log in store, whose entries name who() as their author.
+func NewAudit(store adapters.BlobStore, who func() Token, logger *slog.Logger) *Audit {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Audit{store: store, who: who, log: logger}
+}
+
+// Append writes e, filling Key, At, Holder and Epoch.
+func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
+	tok := a.who()
+	now := time.Now()
+	var r [3]byte
+	_, _ = crand.Read(r[:])
+	e.Holder, e.Epoch, e.At = tok.Holder, tok.Epoch, now.UnixMilli()
+	e.Key = fmt.Sprintf("%s%020d/%020d-%06d-%s", AuditPrefix, tok.Epoch, now.UnixNano(), a.seq.Add(1)%1_000_000, hex.EncodeToString(r[:]))
+	data, err := json.Marshal(e)
+	if err == nil {
+		_, err = a.store.PutBlob(context.WithoutCancel(ctx), e.Key, 0, data)
+	}
+	if err != nil {
+		a.Failures.Add(1)
+		a.log.Error("audit entry not written", "entry", e.What, "event", e.Event, "err", err)
+		return fmt.Errorf("driver: writing audit entry %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+// AuditFilter selects entries; zero fields select everything.
+type AuditFilter struct {
+	Machine, ID string
+	Since       time.Time
+	Limit       int // the last Limit entries
+}
+
+// ReadAudit returns the entries in log order.
+func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]AuditEntry, error) {
+	blobs, err := store.ListBlobs(ctx, AuditPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("driver: reading the audit log: %w", err)
+	}
+	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Key < blobs[j].Key })
+	var out []AuditEntry
+	for _, b := range blobs {
+		var e AuditEntry
+		if err := json.Unmarshal(b.Data, &e); err != nil {
+			return nil, fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
+		}
+		e.Key = b.Key
+		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
+			continue
+		}
+		out = append(out, e)
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[len(out)-f.Limit:]
+	}
+	return out, nil
+}
+
+// Audited wraps an executor of one machine so that every command it executes is preceded
+// by an exec entry and followed by a result entry, and so that no command runs unless Valid
+// says the lease is held: a deposed controller's step is refused, recorded as refused, and
+// answered with nothing (the run is being stopped).
+type Audited[In, Cmd any] struct {
+	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
+	Next     Executor[In, Cmd]
+	Audit    *Audit
+	// Valid reports the lease; nil runs every command (a one-shot CLI run).
+	Valid func() (Token, bool)
+	// Detail, when set, says what a reply carried beyond its error (a lag, a version),
+	// recorded in the result entry for people and for progress estimates.
+	Detail func(In) string
+	// OnResult, when set, sees every executed command with its reply and the entry that
+	// recorded it (for metrics and progress).
+	OnResult func(Cmd, In, AuditEntry)
+}
+
+// Execute implements Executor.
+func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
+	base := AuditEntry{Machine: x.Kind, ID: x.ID, What: describe(c), Target: target(c)}
+	base.Step, base.Attempt = stepOf(c)
+	if x.Valid != nil {
+		if tok, ok := x.Valid(); !ok {
+			e := base
+			e.Event, e.Result = AuditRefused, ErrNotLeader.Error()
+			_ = x.Audit.Append(ctx, e)
+			x.Audit.log.Warn("command refused: the lease is not held", "machine", x.Kind, "id", x.ID, "cmd", base.What, "tenure", tok)
+			var zero In
+			<-ctx.Done()
+			return zero, false
+		}
+	}
+	e := base
+	e.Event = AuditExec
+	_ = x.Audit.Append(ctx, e)
+	t0 := time.Now()
+	in, reply := x.Next.Execute(ctx, c)
+	e = base
+	e.DurationMS = time.Since(t0).Milliseconds()
+	if reply {
+		e.Event, e.Result = AuditResult, resultOf(in)
+		if x.Detail != nil {
+			e.Detail = x.Detail(in)
+		}
+	} else {
+		e.Event, e.Result = AuditReport, "ok"
+	}
+	_ = x.Audit.Append(ctx, e)
+	if x.OnResult != nil {
+		x.OnResult(c, in, e)
+	}
+	return in, reply
+}
+
+func describe(c any) string {
+	if s, ok := c.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// field returns the exported field name of struct v, if it has one.
+func field(v any, name string) (reflect.Value, bool) {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return reflect.Value{}, false
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	f := rv.FieldByName(name)
+	return f, f.IsValid()
+}
+
+// stepOf reads a command's Step and Attempt fields (every machine's commands carry a step).
+func stepOf(c any) (string, int) {
+	var step string
+	var attempt int
+	if f, ok := field(c, "Step"); ok && f.Kind() == reflect.String {
+		step = f.String()
+	}
+	if f, ok := field(c, "Attempt"); ok && f.CanInt() {
+		attempt = int(f.Int())
+	}
+	return step, attempt
+}
+
+// target names what a command acts on, for the audit and its pictures.
+func target(c any) string {
+	for _, name := range []string{"Instance", "Shard"} {
+		if f, ok := field(c, name); ok && f.Kind() == reflect.String && f.String() != "" {
+			return f.String()
+		}
+	}
+	t := fmt.Sprintf("%T", c)
+	t = t[strings.LastIndex(t, ".")+1:]
+	switch {
+	case strings.Contains(t, "Record"):
+		return "store"
+	case strings.Contains(t, "Files"):
+		return "files"
+	case strings.Contains(t, "Alert"):
+		return "alerts"
+	case strings.Contains(t, "Instances"):
+		return "roster"
+	}
+	return "controller"
+}
+
+// resultOf reads a reply's Err field: "ok" when it is nil.
+func resultOf(in any) string {
+	if f, ok := field(in, "Err"); ok && f.Kind() == reflect.Interface && !f.IsNil() {
+		if err, ok := f.Interface().(error); ok {
+			return err.Error()
+		}
+	}
+	return "ok"
+}

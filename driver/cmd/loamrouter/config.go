@@ -1,0 +1,465 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"loam.dev/router/adapters"
+)
+
+// Config is loam.toml. Every field's toml name is what an operator writes; errors name the
+// key (controller.lease_ttl), its line, and what would be accepted.
+type Config struct {
+	Controller ControllerConfig `toml:"controller"`
+	Store      StoreConfig      `toml:"store"`
+	Alerts     AlertsConfig     `toml:"alerts"`
+	Databases  []DatabaseConfig `toml:"databases"`
+	Fencing    []FencingConfig  `toml:"fencing"`
+
+	path string // the file it came from, for messages
+}
+
+// ControllerConfig is this controller process.
+type ControllerConfig struct {
+	// ID names this controller in the lease and the audit log (default <hostname>-<pid>).
+	ID string `toml:"id"`
+	// LeaseTTL is how long the active controller's lease lasts without renewal: a standby
+	// takes over within one TTL of the active one dying (default 10s).
+	LeaseTTL Duration `toml:"lease_ttl"`
+	// Listen serves /metrics, /healthz and the store API the CLI uses while the daemon
+	// holds the embedded store ("off" turns it off; default 127.0.0.1:9464).
+	Listen string `toml:"listen"`
+	// TokenEnv names the environment variable holding the bearer token of the store API.
+	TokenEnv string `toml:"token_env"`
+	// DrainTimeout bounds a graceful stop (SIGTERM): commands in flight get this long to
+	// finish and be recorded (default 30s).
+	DrainTimeout Duration `toml:"drain_timeout"`
+}
+
+// StoreConfig says where shard map records, snapshots, the lease and the audit log live.
+type StoreConfig struct {
+	// Kind is bolt (the embedded default), tikv, or remote (a `loamrouter store-serve` or
+	// another daemon's listen address).
+	Kind string `toml:"kind"`
+	// Dir is the embedded store's directory (kind bolt; default ./loam-data).
+	Dir string `toml:"dir"`
+	// PD lists TiKV's PD endpoints (kind tikv).
+	PD []string `toml:"pd"`
+	// URL is the store server (kind remote), e.g. http://127.0.0.1:7070.
+	URL string `toml:"url"`
+	// TokenEnv names the environment variable holding the store server's bearer token.
+	TokenEnv string `toml:"token_env"`
+}
+
+// AlertsConfig says where the in-doubt monitor's and the cutover's alerts go.
+type AlertsConfig struct {
+	// Kind is log (error-level log lines; the default) or file (JSON lines appended to Path).
+	Kind string `toml:"kind"`
+	Path string `toml:"path"`
+}
+
+// DatabaseConfig is one mapped database and what the controller needs to run it.
+type DatabaseConfig struct {
+	Namespace string `toml:"namespace"` // default "default"
+	Name      string `toml:"name"`
+	// FilesDir is where the routers' rendered files are written on every generation (a
+	// directory every instance reads, or a mounted ConfigMap's source in development).
+	FilesDir string `toml:"files_dir"`
+	// AppUser is the application login: rendered into users.toml and the role the cutover
+	// fences on the source shards.
+	AppUser        string `toml:"app_user"`
+	AppPasswordEnv string `toml:"app_password_env"`
+	// AdminPasswordEnv holds the password of PgDog's admin database (rendered and used for
+	// RELOAD, PAUSE, RESUME).
+	AdminUser        string `toml:"admin_user"`
+	AdminPasswordEnv string `toml:"admin_password_env"`
+	// SchemaAdmin is the login PgDog's COPY_DATA runs as (required while resharding).
+	SchemaAdmin            string `toml:"schema_admin"`
+	SchemaAdminPasswordEnv string `toml:"schema_admin_password_env"`
+	// ShardUser is how the controller logs into each shard's Postgres to fence, unfence and
+	// list prepared transactions (a superuser or a role with CREATEROLE and pg_signal_backend).
+	ShardUser        string `toml:"shard_user"`
+	ShardPasswordEnv string `toml:"shard_password_env"`
+	// ShardSSLMode is libpq's sslmode for those logins (default prefer; verify-full in
+	// production).
+	ShardSSLMode string `toml:"shard_sslmode"`
+	// Insecure renders no TLS keys (development only).
+	Insecure bool `toml:"insecure"`
+
+	Routers []RouterConfig `toml:"routers"`
+	InDoubt InDoubtConfig  `toml:"indoubt"`
+	Cutover CutoverConfig  `toml:"cutover"`
+}
+
+// RouterConfig is one router instance of a database.
+type RouterConfig struct {
+	ID string `toml:"id"`
+	// Kind is pgdog (an instance's admin database).
+	Kind string `toml:"kind"`
+	// Admin is the admin database: host:port (logging in with the database's admin_user and
+	// admin_password_env), or a whole connection string.
+	Admin string `toml:"admin"`
+	// ConfigDir is where this instance reads pgdog.toml and users.toml (written before
+	// every RELOAD, since PgDog re-reads only the files it was started with).
+	ConfigDir string `toml:"config_dir"`
+	// NodeID is the instance id PgDog writes into two-phase commit gids (its NODE_ID).
+	NodeID string `toml:"node_id"`
+}
+
+// InDoubtConfig tunes the in-doubt monitor of a database.
+type InDoubtConfig struct {
+	// Enabled runs the monitor (default true when the database has shards to scan).
+	Enabled    *bool    `toml:"enabled"`
+	Period     Duration `toml:"period"`    // default 30s
+	Threshold  Duration `toml:"threshold"` // default 5m
+	Deployment string   `toml:"deployment"`
+}
+
+// CutoverConfig is the default plan of a database's cutovers.
+type CutoverConfig struct {
+	Designated   string   `toml:"designated"`
+	Publication  string   `toml:"publication"`
+	LagThreshold int64    `toml:"lag_threshold_bytes"`
+	Grace        Duration `toml:"grace"`
+	// PollEvery is the catch-up poll interval (default 1s).
+	PollEvery Duration `toml:"poll_every"`
+	// RetryAfter is the base delay before a failed command is sent again (default 500ms);
+	// Attempts how many tries before a failure counts (default 3). An unreachable instance
+	// holds the pause for about Attempts × RetryAfter before the cutover goes on without it.
+	RetryAfter Duration `toml:"retry_after"`
+	Attempts   int      `toml:"attempts"`
+	// FinalizeAfter, when set, finalizes that long after every instance resumed unless a
+	// rollback is asked first (default: wait for `cutover finalize`).
+	FinalizeAfter Duration `toml:"finalize_after"`
+}
+
+// FencingConfig is one fenced session directory on Valkey/Redis whose key migration the
+// fencing commands drive.
+type FencingConfig struct {
+	Name     string   `toml:"name"`
+	Addrs    []string `toml:"addrs"`
+	LeaseTTL Duration `toml:"lease_ttl"` // the directory's lease TTL: the drain wait (default 30s)
+	// Key templates (see kernel/fencing.Naming): <community> and <session> are replaced.
+	OldLease      string `toml:"old_lease"`
+	OldGeneration string `toml:"old_generation"`
+	NewLease      string `toml:"new_lease"`
+	NewGeneration string `toml:"new_generation"`
+}
+
+// Duration is a TOML string such as "30s" or "5m".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (write it as a string such as \"30s\", \"5m\" or \"1h30m\")", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("%q is negative", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText formats it back.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Or returns d, or def when d is zero.
+func (d Duration) Or(def time.Duration) time.Duration {
+	if d.Duration == 0 {
+		return def
+	}
+	return d.Duration
+}
+
+// ConfigError is a problem with loam.toml: where, what, and what to do.
+type ConfigError struct {
+	Path string
+	Key  string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	at := e.Path
+	if e.Line > 0 {
+		at = fmt.Sprintf("%s:%d", at, e.Line)
+	}
+	if e.Key == "" {
+		return at + ": " + e.Msg
+	}
+	return fmt.Sprintf("%s: %s: %s", at, e.Key, e.Msg)
+}
+
+// ErrConfig is matched by every ConfigError.
+var ErrConfig = errors.New("loamrouter: configuration error")
+
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// LoadConfig reads and checks a config file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{Path: path, Msg: err.Error() + " (give --config the path of loam.toml, or run without it for the defaults)"}
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig decodes and checks config text; path is only for messages.
+func ParseConfig(path string, data []byte) (*Config, error) {
+	c := &Config{path: path}
+	d := toml.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(c); err != nil {
+		return nil, decodeError(path, err)
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func decodeError(path string, err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) && len(sm.Errors) > 0 {
+		var errs []*ConfigError
+		for _, e := range sm.Errors {
+			line, _ := e.Position()
+			msg := "unknown key"
+			if s := suggest(reflect.TypeOf(Config{}), e.Key()); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			} else {
+				msg += " (see `loamrouter serve --help` for the keys)"
+			}
+			errs = append(errs, &ConfigError{Path: path, Key: strings.Join(e.Key(), "."), Line: line, Msg: msg})
+		}
+		if len(errs) == 1 {
+			return errs[0]
+		}
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			lines[i] = fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg)
+		}
+		return &ConfigError{Path: path, Msg: fmt.Sprintf("%d unknown keys:\n  %s", len(errs), strings.Join(lines, "\n  "))}
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if i := strings.Index(msg, "cannot decode TOML "); i >= 0 {
+			// "cannot decode TOML string into struct field ...Port of type int": say it plainly.
+			if j := strings.LastIndex(msg, " of type "); j > 0 {
+				msg = "wrong type: " + strings.Fields(msg[i+len("cannot decode TOML "):])[0] + " given, " + msg[j+len(" of type "):] + " expected"
+			}
+		}
+		return &ConfigError{Path: path, Key: strings.Join(de.Key(), "."), Line: line, Msg: msg}
+	}
+	return &ConfigError{Path: path, Msg: err.Error()}
+}
+
+// suggest finds the known key closest to the last element of key, among its siblings.
+func suggest(t reflect.Type, key []string) string {
+	for _, k := range key[:len(key)-1] {
+		f, ok := fieldByTag(t, k)
+		if !ok {
+			return ""
+		}
+		t = f.Type
+		for t.Kind() == reflect.Slice || t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	want := key[len(key)-1]
+	best, bestD := "", 4
+	for i := range t.NumField() {
+		tag := strings.Split(t.Field(i).Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		if d := editDistance(want, tag); d < bestD {
+			best, bestD = tag, d
+		}
+	}
+	return best
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := range t.NumField() {
+		if strings.Split(t.Field(i).Tag.Get("toml"), ",")[0] == tag {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// Defaults.
+const (
+	defaultDataDir = "./loam-data"
+	defaultListen  = "127.0.0.1:9464"
+	defaultDrain   = 30 * time.Second
+)
+
+// check validates values and fills defaults; errors name the key and the fix.
+func (c *Config) check() error {
+	bad := func(key, format string, a ...any) error {
+		return &ConfigError{Path: c.path, Key: key, Msg: fmt.Sprintf(format, a...)}
+	}
+	if c.Controller.ID == "" {
+		host, _ := os.Hostname()
+		c.Controller.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Controller.Listen == "" {
+		c.Controller.Listen = defaultListen
+	}
+	if c.Controller.LeaseTTL.Duration != 0 && c.Controller.LeaseTTL.Duration < 100*time.Millisecond {
+		return bad("controller.lease_ttl", "%v is too short to renew over a network; use at least \"1s\" (default \"10s\")", c.Controller.LeaseTTL.Duration)
+	}
+	switch c.Store.Kind {
+	case "", "bolt":
+		c.Store.Kind = "bolt"
+		if c.Store.Dir == "" {
+			c.Store.Dir = defaultDataDir
+		}
+		if len(c.Store.PD) > 0 || c.Store.URL != "" {
+			return bad("store", "kind bolt takes only dir; pd is for kind \"tikv\", url for kind \"remote\"")
+		}
+	case "tikv":
+		if len(c.Store.PD) == 0 {
+			return bad("store.pd", "kind tikv needs PD endpoints, e.g. pd = [\"10.0.0.1:2379\"]")
+		}
+	case "remote":
+		if !strings.HasPrefix(c.Store.URL, "http://") && !strings.HasPrefix(c.Store.URL, "https://") {
+			return bad("store.url", "kind remote needs the store server's URL, e.g. url = \"http://127.0.0.1:7070\" (got %q)", c.Store.URL)
+		}
+	default:
+		return bad("store.kind", "%q is not a store kind; use \"bolt\" (embedded, the default), \"tikv\" or \"remote\"", c.Store.Kind)
+	}
+	switch c.Alerts.Kind {
+	case "", "log":
+		c.Alerts.Kind = "log"
+	case "file":
+		if c.Alerts.Path == "" {
+			return bad("alerts.path", "kind file needs a path to append JSON lines to")
+		}
+	default:
+		return bad("alerts.kind", "%q is not an alert sink; use \"log\" or \"file\"", c.Alerts.Kind)
+	}
+	seen := map[adapters.DBRef]bool{}
+	for i := range c.Databases {
+		d := &c.Databases[i]
+		at := fmt.Sprintf("databases[%d]", i)
+		if d.Namespace == "" {
+			d.Namespace = "default"
+		}
+		ref := adapters.DBRef{Namespace: d.Namespace, Database: d.Name}
+		if err := ref.Validate(); err != nil {
+			return bad(at+".name", "%v", err)
+		}
+		if seen[ref] {
+			return bad(at+".name", "%s is configured twice; give each database one [[databases]] table", ref)
+		}
+		seen[ref] = true
+		switch d.ShardSSLMode {
+		case "", "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+		default:
+			return bad(at+".shard_sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", d.ShardSSLMode)
+		}
+		ids := map[string]bool{}
+		for j, r := range d.Routers {
+			rat := fmt.Sprintf("%s.routers[%d]", at, j)
+			if r.ID == "" {
+				return bad(rat+".id", "every router needs an id (its pod name or NODE_ID)")
+			}
+			if ids[r.ID] {
+				return bad(rat+".id", "%q is used twice in %s", r.ID, ref)
+			}
+			ids[r.ID] = true
+			switch r.Kind {
+			case "", "pgdog":
+				d.Routers[j].Kind = "pgdog"
+				if r.Admin == "" {
+					return bad(rat+".admin", "give the instance's admin database, e.g. admin = \"10.0.0.5:6432\"")
+				}
+			default:
+				return bad(rat+".kind", "%q is not a router kind; use \"pgdog\"", r.Kind)
+			}
+		}
+		if d.Cutover.Designated != "" && !ids[d.Cutover.Designated] {
+			return bad(at+".cutover.designated", "%q is not one of this database's routers (%s)", d.Cutover.Designated, strings.Join(slices.Sorted(maps.Keys(ids)), ", "))
+		}
+		for _, env := range []struct{ key, name string }{
+			{"app_password_env", d.AppPasswordEnv}, {"admin_password_env", d.AdminPasswordEnv},
+			{"schema_admin_password_env", d.SchemaAdminPasswordEnv}, {"shard_password_env", d.ShardPasswordEnv},
+		} {
+			if env.name != "" && os.Getenv(env.name) == "" {
+				return bad(at+"."+env.key, "the environment variable %s is empty or unset; export it or remove the key", env.name)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, f := range c.Fencing {
+		at := fmt.Sprintf("fencing[%d]", i)
+		if f.Name == "" || names[f.Name] {
+			return bad(at+".name", "every fencing directory needs a unique name (got %q)", f.Name)
+		}
+		names[f.Name] = true
+		if len(f.Addrs) == 0 {
+			return bad(at+".addrs", "give the Valkey/Redis addresses, e.g. addrs = [\"127.0.0.1:6379\"]")
+		}
+	}
+	return nil
+}
+
+// Database finds a configured database.
+func (c *Config) Database(ref adapters.DBRef) (*DatabaseConfig, bool) {
+	for i := range c.Databases {
+		if c.Databases[i].Namespace == ref.Namespace && c.Databases[i].Name == ref.Database {
+			return &c.Databases[i], true
+		}
+	}
+	return nil, false
+}
+
+// secret reads the environment variable a *_env key names ("" when the key is unset).
+func secret(env string) string {
+	if env == "" {
+		return ""
+	}
+	return os.Getenv(env)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+)
+
+// TestConfigErrorsNameKeyAndFix: every kind of mistake is reported with the file, the line
+// where the decoder knows it, the key's full name, and what would be accepted.
+func TestConfigErrorsNameKeyAndFix(t *testing.T) {
+	t.Setenv("SET_PW", "x")
+	for _, c := range []struct{ name, text, want string }{
+		{"unknown key with a suggestion", "[controller]\nlease_tll = \"5s\"\n", `loam.toml:2: controller.lease_tll: unknown key (did you mean "lease_ttl"?)`},
+		{"unknown table", "[controler]\nid = \"x\"\n", `loam.toml:1: controler: unknown key (did you mean "controller"?)`},
+		{"two unknown keys", "[controller]\nidd = 1\n[[databases]]\nnme = \"a\"\n", "loam.toml: 2 unknown keys:\n  line 2: controller.idd: unknown key (did you mean \"id\"?)\n  line 4: databases.nme: unknown key (did you mean \"name\"?)"},
+		{"bad duration", "[controller]\nlease_ttl = \"5 seconds\"\n", `loam.toml:2: controller.lease_ttl: "5 seconds" is not a duration (write it as a string such as "30s"`},
+		{"wrong type", "[[databases]]\nname = \"app\"\ninsecure = \"yes\"\n", "databases.insecure: wrong type: string given, bool expected"},
+		{"syntax", "[controller\n", "loam.toml:1"},
+		{"short ttl", "[controller]\nlease_ttl = \"10ms\"\n", `controller.lease_ttl: 10ms is too short`},
+		{"store kind", "[store]\nkind = \"etcd\"\n", `store.kind: "etcd" is not a store kind; use "bolt"`},
+		{"tikv without pd", "[store]\nkind = \"tikv\"\n", "store.pd: kind tikv needs PD endpoints"},
+		{"remote url", "[store]\nkind = \"remote\"\nurl = \"127.0.0.1:7070\"\n", `store.url: kind remote needs the store server's URL, e.g. url = "http://127.0.0.1:7070"`},
+		{"bolt with pd", "[store]\npd = [\"a:1\"]\n", "kind bolt takes only dir"},
+		{"alerts file without path", "[alerts]\nkind = \"file\"\n", "alerts.path: kind file needs a path"},
+		{"database twice", "[[databases]]\nname = \"app\"\n[[databases]]\nname = \"app\"\n", "databases[1].name: default/app is configured twice"},
+		{"bad db name", "[[databases]]\nname = \"a/b\"\n", "databases[0].name: adapters: db ref"},
+		{"router without id", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nkind = \"pgdog\"\n", "databases[0].routers[0].id: every router needs an id"},
+		{"router without admin", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\n", `databases[0].routers[0].admin: give the instance's admin database, e.g. admin = "10.0.0.5:6432"`},
+		{"router kind", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\nkind = \"haproxy\"\n", `databases[0].routers[0].kind: "haproxy" is not a router kind`},
+		{"designated unknown", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r1\"\nadmin = \"h:1\"\n[databases.cutover]\ndesignated = \"r9\"\n", `databases[0].cutover.designated: "r9" is not one of this database's routers (r1)`},
+		{"unset env", "[[databases]]\nname = \"app\"\napp_password_env = \"LOAM_SURELY_UNSET_VAR\"\n", "databases[0].app_password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
+		{"sslmode", "[[databases]]\nname = \"app\"\nshard_sslmode = \"on\"\n", `databases[0].shard_sslmode: "on" is not an sslmode`},
+		{"fencing addrs", "[[fencing]]\nname = \"s\"\n", "fencing[0].addrs: give the Valkey/Redis addresses"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConfig("loam.toml", []byte(c.text))
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrConfig))
+			require.Contains(t, err.Error(), c.want)
+			require.True(t, strings.HasPrefix(err.Error(), "loam.toml"), "the error names the file: %v", err)
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Setenv("SET_PW", "x")
+	c, err := ParseConfig("loam.toml", []byte("[[databases]]\nname = \"app\"\napp_password_env = \"SET_PW\"\n[databases.indoubt]\nperiod = \"45s\"\n"))
+	require.NoError(t, err)
+	require.Equal(t, "bolt", c.Store.Kind)
+	require.Equal(t, defaultDataDir, c.Store.Dir)
+	require.Equal(t, defaultListen, c.Controller.Listen)
+	require.NotEmpty(t, c.Controller.ID)
+	require.Equal(t, "default", c.Databases[0].Namespace)
+	require.Equal(t, 45*time.Second, c.Databases[0].InDoubt.Period.Duration)
+	require.Equal(t, 30*time.Second, c.Controller.DrainTimeout.Or(defaultDrain))
+	d, ok := c.Database(adapters.DBRef{Namespace: "default", Database: "app"})
+	require.True(t, ok)
+	require.Equal(t, "x", secret(d.AppPasswordEnv))
+}
+
+// FuzzParseConfig: any text is either a config or an error, never a panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("[controller]\nid = \"a\"\nlease_ttl = \"2s\"\n[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\n"))
+	f.Add([]byte("[store]\nkind = \"tikv\"\npd = [\"a:1\"]\n"))
+	f.Add([]byte("[[fencing]]\nname = \"s\"\naddrs = [\"x:1\"]\nlease_ttl = \"1s\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz.toml", data)
+		if err == nil && c == nil {
+			t.Fatal("no config and no error")
+		}
+	})
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/cutover"
+)
+
+// reshardingRecord is app at generation 2, resharding from 2 shards to 4.
+func reshardingRecord() *shardmap.Record {
+	key := shardmap.Key{Column: "id", Type: shardmap.Bigint}
+	rec := shardmap.NewPgHash("app", key,
+		shardmap.Backend{Host: "127.0.0.1", Port: 5001, Database: "app"},
+		shardmap.Backend{Host: "127.0.0.1", Port: 5002, Database: "app"})
+	rec.Generation = 2
+	rec.State = shardmap.State{Phase: shardmap.Resharding, To: 3}
+	target := shardmap.Layout{Scheme: shardmap.PgHash{Key: key, Shards: 4}}
+	for i := range 4 {
+		target.Shards = append(target.Shards, shardmap.Shard{Name: fmt.Sprintf("n%d", i), Fence: shardmap.FenceOpen,
+			Backend: shardmap.Backend{Host: "127.0.0.1", Port: uint16(5101 + i), Database: "app"}})
+	}
+	rec.Target = &target
+	return rec
+}
+
+func cutoverConfig(t *testing.T, dir, listen string) string {
+	t.Helper()
+	path := filepath.Join(dir, "loam.toml")
+	conf := fmt.Sprintf(`[controller]
+id = "ctl-test"
+lease_ttl = "1s"
+listen = %q
+
+[store]
+dir = %q
+
+[[databases]]
+name = "app"
+files_dir = %q
+app_user = "app"
+app_password_env = "LOAM_TEST_APP_PW"
+admin_password_env = "LOAM_TEST_ADMIN_PW"
+schema_admin = "loam_copy"
+schema_admin_password_env = "LOAM_TEST_COPY_PW"
+insecure = true
+[databases.indoubt]
+enabled = false
+[databases.cutover]
+designated = "pgdog-1"
+publication = "app_pub"
+lag_threshold_bytes = 1000
+poll_every = "50ms"
+grace = "100ms"
+[[databases.routers]]
+id = "pgdog-1"
+admin = "127.0.0.1:6401"
+[[databases.routers]]
+id = "pgdog-2"
+admin = "127.0.0.1:6402"
+[[databases.routers]]
+id = "pgdog-3"
+admin = "127.0.0.1:6403"
+`, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"))
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	return path
+}
+
+// cliRun runs one command with the world as the fleet.
+func cliRun(t *testing.T, w *world, args ...string) (string, error) {
+	t.Helper()
+	c := &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}
+	root := newRootFor(c)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+// TestCutoverThroughTheDaemon: plan checks pass, start files a request, the running
+// controller (in this process, holding the embedded store; the commands reach it through
+// its listen address) runs the fenced cutover over the fake fleet, status shows the bar and
+// writes the picture, finalize ends it, and the history keeps the outcome.
+func TestCutoverThroughTheDaemon(t *testing.T) {
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	dir := t.TempDir()
+	listen := freePort(t)
+	conf := cutoverConfig(t, dir, listen)
+	w := newWorld()
+	trace := filepath.Join(dir, "trace.jsonl")
+	t.Setenv(driver.TraceEnv, trace)
+
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, 0, reshardingRecord())
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	// Before the controller pushed generation 2 the instances lag: the plan says so.
+	out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+	require.ErrorContains(t, err, "preconditions fail")
+	require.Contains(t, out, "routes by generation 0, not 2: wait for ConfigPush")
+	require.Contains(t, out, "nothing was changed")
+
+	// The daemon.
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		c := &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}
+		root := newRootFor(c)
+		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
+		root.SetErr(&bytes.Buffer{})
+		served <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() { stop(); <-served })
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "map", "show", "app")
+		return err == nil && strings.Contains(out, `"generation": 2`)
+	}, 10*time.Second, 20*time.Millisecond, "the CLI reaches the store through the daemon")
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+		return err == nil && strings.Contains(out, "every precondition holds")
+	}, 10*time.Second, 20*time.Millisecond, "ConfigPush moves every instance to generation 2, then the plan holds")
+
+	out, err = cliRun(t, w, "--config", conf, "cutover", "start", "app")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "requested")
+	_, err = cliRun(t, w, "--config", conf, "cutover", "start", "app")
+	require.Error(t, err, "a second start is refused while one runs")
+
+	// It runs to the point where it waits for the operator: every instance resumed.
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
+		if err != nil {
+			return false
+		}
+		var p cutoverProgress
+		require.NoError(t, json.Unmarshal([]byte(out), &p))
+		return p.Current == "resume" && p.Steps[5].Commands >= 3 && p.Steps[5].Commands == countResumed(w)
+	}, 15*time.Second, 50*time.Millisecond)
+	w.mu.Lock()
+	require.Equal(t, 1, w.cutover, "one CUTOVER on the designated instance")
+	require.Equal(t, 2, w.fences, "both source shards fenced")
+	require.Equal(t, uint64(3), w.gen["pgdog-2"], "the other instances reloaded generation 3")
+	require.Equal(t, uint64(2), w.gen["pgdog-1"], "the designated instance is never reloaded after its CUTOVER (it stays on ConfigPush's 2)")
+	w.mu.Unlock()
+
+	out, err = cliRun(t, w, "--config", conf, "cutover", "finalize", "app")
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
+		var p cutoverProgress
+		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized"
+	}, 15*time.Second, 50*time.Millisecond)
+
+	report := filepath.Join(dir, "cutover.html")
+	out, err = cliRun(t, w, "--config", conf, "cutover", "status", "app", "--report", report)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "finalized [███████] 7/7")
+	t.Log("\n" + out)
+	if d := os.Getenv("LOAM_TEST_KEEP_REPORT"); d != "" {
+		data, _ := os.ReadFile(report)
+		_ = os.WriteFile(d, data, 0o644)
+	}
+	page, err := os.ReadFile(report)
+	require.NoError(t, err)
+	for _, want := range []string{"<svg", "pgdog-1", "127.0.0.1:5001/app", "Cutover step=app/2/cutover/pgdog-1", "controller"} {
+		require.Contains(t, string(page), want)
+	}
+
+	// Metrics: the series the issue names are served.
+	res, err := http.Get("http://" + listen + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, series := range []string{`loam_router_generation{db="default/app",instance="pgdog-1"} 4`, "loam_configpush_duration_seconds_count",
+		`loam_cutover_step{db="default/app",step="finalize"} 0`, "loam_cutover_step_duration_seconds_count", `loam_controller_leader{holder="ctl-test"} 1`,
+		`loam_steps_total{machine="cutover",result="ok"}`} {
+		require.True(t, strings.Contains(string(body), series), "/metrics lacks %s", series)
+	}
+	// Spec traces: the cutover's actions, one JSON object per line.
+	traced, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	for _, action := range []string{`"spec":"Cutover","action":"Start"`, `"action":"Fence"`, `"action":"Finish"`, `"spec":"ShardMap","action":"Push"`} {
+		require.Contains(t, string(traced), action)
+	}
+
+	out, err = cliRun(t, w, "--config", conf, "map", "show", "app")
+	require.NoError(t, err)
+	var rec shardmap.Record
+	require.NoError(t, json.Unmarshal([]byte(out), &rec))
+	require.Equal(t, shardmap.Serving, rec.State.Phase)
+	require.Len(t, rec.Shards, 4, "the record serves the new layout")
+	require.Nil(t, rec.Target)
+	w.mu.Lock()
+	for k, f := range w.fenced {
+		require.False(t, f, "%s: finalize clears the fence", k)
+	}
+	w.mu.Unlock()
+
+	out, err = cliRun(t, w, "--config", conf, "audit", "--machine", "cutover", "--output", "json")
+	require.NoError(t, err)
+	var entries []driver.AuditEntry
+	require.NoError(t, json.Unmarshal([]byte(out), &entries))
+	var sawEnd bool
+	for _, e := range entries {
+		require.Equal(t, "default/app", e.ID)
+		if e.Event == driver.AuditExec && e.Machine == "cutover" {
+			require.Equal(t, "ctl-test", e.Holder, "every step runs under the controller's lease")
+			require.NotZero(t, e.Epoch)
+		}
+		sawEnd = sawEnd || strings.HasPrefix(e.What, "cutover ended: finalized")
+	}
+	require.True(t, sawEnd)
+}
+
+func countResumed(w *world) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, id := range []string{"pgdog-1", "pgdog-2", "pgdog-3"} {
+		if !w.paused[id] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCutoverWaitsForThePush: a cutover requested while ConfigPush is still retrying the
+// record's generation on an instance starts only once that push has ended, so no retried
+// reload can reach the designated instance after its CUTOVER (the simulator found that one).
+func TestCutoverWaitsForThePush(t *testing.T) {
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	dir := t.TempDir()
+	conf := cutoverConfig(t, dir, freePort(t))
+	w := newWorld()
+	w.failApply["pgdog-1"] = 2 // the designated instance's first two reloads fail: the push retries
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
+	require.NoError(t, err)
+	// The request is there before the controller even starts.
+	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, cutoverRequest{
+		Plan: cutoverPlanForTest(), By: "test", At: time.Now().UnixMilli(), From: 2}))
+	require.NoError(t, st.Close())
+
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
+		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
+		root.SetErr(&bytes.Buffer{})
+		served <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() { stop(); <-served })
+	var entries []driver.AuditEntry
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "audit", "--output", "json")
+		if err != nil || json.Unmarshal([]byte(out), &entries) != nil {
+			return false
+		}
+		for _, e := range entries {
+			if e.Machine == "cutover" && e.Event == driver.AuditExec && strings.Contains(e.Step, "/copy/") {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 50*time.Millisecond)
+	slices.SortStableFunc(entries, func(a, b driver.AuditEntry) int { return int(a.At - b.At) })
+	pushed := -1
+	for i, e := range entries {
+		if e.Machine == "configpush" && e.Event == driver.AuditReport && strings.HasPrefix(e.What, "Outcome gen=2 ") && pushed < 0 {
+			pushed = i
+		}
+		if e.Machine == "cutover" && e.Event == driver.AuditExec {
+			require.GreaterOrEqual(t, pushed, 0, "the cutover sent %q before ConfigPush's push of generation 2 ended", e.What)
+		}
+	}
+	w.mu.Lock()
+	require.Zero(t, w.failApply["pgdog-1"], "both failing reloads happened (the push did retry)")
+	w.mu.Unlock()
+}
+
+func cutoverPlanForTest() cutover.Plan {
+	return cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{LagThreshold: 1000, PollEvery: 50, Grace: 100}}
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/driver"
+	"loam.dev/router/machine/cutover"
+)
+
+func newCutoverCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cutover",
+		Short: "Move a PgDog database to its resharded layout with the backend fence (§6.4)",
+		Long: `A cutover moves a database in phase resharding to its target layout, on every router
+instance: copy and catch up on the designated instance, pause every instance, fence the
+source shards in Postgres (NOLOGIN, sessions ended), CUTOVER on the designated instance,
+publish generation g+1 and reload every other instance, resume; then finalize (stop the
+reverse stream, clear the fence) or roll back (the same steps the other way).
+
+plan checks every precondition and changes nothing; start asks the running controller
+(loamrouter serve) to do it; status shows where it is; finalize and rollback decide.`,
+	}
+	planFlags := func(cc *cobra.Command) {
+		cc.Flags().String("designated", "", "the instance that copies and runs CUTOVER (default databases.cutover.designated)")
+		cc.Flags().String("publication", "", "publication COPY_DATA replicates (default databases.cutover.publication, else <db>_pub)")
+		cc.Flags().String("role", "", "application role fenced on the source shards (default databases.app_user)")
+		cc.Flags().Int64("lag-threshold", 0, "replication lag in bytes at which the copy counts as caught up (default 1000000)")
+		cc.Flags().Duration("grace", 0, "wait between stopping the reverse stream and clearing the fence at finalize (default 60s)")
+	}
+	plan := &cobra.Command{
+		Use:   "plan <db>",
+		Short: "Dry run: check every precondition of a cutover, including that a rollback would work; change nothing",
+		Example: `  loamrouter cutover plan app
+  loamrouter cutover plan app --designated pgdog-2 --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, st, err := c.plan(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			st.Close()
+			if err := c.emit(cmd.OutOrStdout(), rep, func(w io.Writer) error { rep.print(w); return nil }); err != nil {
+				return err
+			}
+			if !rep.OK {
+				return errors.New("preconditions fail")
+			}
+			return nil
+		},
+	}
+	planFlags(plan)
+	start := &cobra.Command{
+		Use:   "start <db>",
+		Short: "Check the plan, then ask the controller to run the cutover",
+		Example: `  loamrouter cutover start app
+  loamrouter cutover status app --watch`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, st, err := c.plan(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if !rep.OK {
+				rep.print(cmd.ErrOrStderr())
+				return errors.New("not started: preconditions fail (see above)")
+			}
+			ref := c.db(args[0])
+			rec, err := st.Read(cmd.Context(), ref)
+			if err != nil {
+				return err
+			}
+			req := cutoverRequest{Plan: rep.Plan, By: c.who(), At: time.Now().UnixMilli(), From: rec.Generation}
+			if err := putJSON(cmd.Context(), st, cutoverRequestKey(ref), 0, req); err != nil {
+				if errors.Is(err, adapters.ErrConflict) {
+					return fmt.Errorf("a cutover of %s is already requested; see `loamrouter cutover status %s`", ref, args[0])
+				}
+				return err
+			}
+			_ = c.audit(st).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
+				What: fmt.Sprintf("cutover start requested: generation %d, designated %s", rec.Generation, rep.Plan.Designated), Result: "ok"})
+			return c.emit(cmd.OutOrStdout(), req, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "requested: the controller runs the cutover of %s from generation %d; follow it with `loamrouter cutover status %s --watch`\n", ref, rec.Generation, args[0])
+				return err
+			})
+		},
+	}
+	planFlags(start)
+	status := &cobra.Command{
+		Use:   "status <db>",
+		Short: "Show the cutover's step bar, the current step's elapsed time and an ETA from lag and copy rate",
+		Example: `  loamrouter cutover status app
+  loamrouter cutover status app --watch
+  loamrouter cutover status app --report cutover.html`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := c.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ref := c.db(args[0])
+			watch, _ := cmd.Flags().GetBool("watch")
+			report, _ := cmd.Flags().GetString("report")
+			for {
+				p, entries, err := cutoverStatus(cmd.Context(), st, ref)
+				if err != nil {
+					return err
+				}
+				if report != "" {
+					if err := writeReport(report, fmt.Sprintf("cutover of %s", ref), timelineFromAudit(entries)); err != nil {
+						return err
+					}
+				}
+				if err := c.emit(cmd.OutOrStdout(), p, func(w io.Writer) error { p.print(w); return nil }); err != nil {
+					return err
+				}
+				if report != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", report)
+				}
+				if !watch || p.Outcome != "" {
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(time.Second):
+				}
+			}
+		},
+	}
+	status.Flags().Bool("watch", false, "refresh every second until the cutover ends")
+	status.Flags().String("report", "", "also write a self-contained HTML page with a picture of the cutover (a lane per component, an arrow per command and reply)")
+	decide := func(use, decision, short, example string) *cobra.Command {
+		return &cobra.Command{
+			Use: use, Short: short, Example: example, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				st, err := c.openStore(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				ref := c.db(args[0])
+				if _, err := st.GetBlob(cmd.Context(), cutoverRequestKey(ref)); err != nil {
+					return fmt.Errorf("no cutover of %s is running (%w)", ref, err)
+				}
+				d := cutoverDecision{Decision: decision, By: c.who(), At: time.Now().UnixMilli()}
+				var expect uint64
+				if b, err := st.GetBlob(cmd.Context(), cutoverDecisionKey(ref)); err == nil {
+					expect = b.Version
+				}
+				if err := putJSON(cmd.Context(), st, cutoverDecisionKey(ref), expect, d); err != nil {
+					return err
+				}
+				_ = c.audit(st).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(), What: "cutover " + decision + " requested", Result: "ok"})
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; the controller acts on it once every instance has resumed\n", decision, ref)
+				return err
+			},
+		}
+	}
+	cmd.AddCommand(plan, start, status,
+		decide("finalize <db>", "finalize", "Keep the new layout: stop the reverse stream, wait the grace period, clear the fence", "  loamrouter cutover finalize app"),
+		decide("rollback <db>", "reverse", "Go back to the source layout (before the point of no return: roll back; after it: reverse)", "  loamrouter cutover rollback app"))
+	return cmd
+}
+
+// plan builds the plan from flags and the config, opens the fleet and checks it.
+func (c *cli) plan(cmd *cobra.Command, db string) (*planReport, Store, error) {
+	ref := c.db(db)
+	dc, ok := c.cfg.Database(ref)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s has no [[databases]] table in %s: a cutover needs its routers and logins", ref, c.cfg.path)
+	}
+	p := cutover.Plan{Designated: dc.Cutover.Designated, Instances: routerIDs(dc), Role: dc.AppUser, Publication: dc.Cutover.Publication}
+	p.Options.LagThreshold, p.Options.Grace = dc.Cutover.LagThreshold, dc.Cutover.Grace.Milliseconds()
+	p.Options.PollEvery, p.Options.FinalizeAfter = dc.Cutover.PollEvery.Milliseconds(), dc.Cutover.FinalizeAfter.Milliseconds()
+	p.Options.RetryAfter, p.Options.Attempts = dc.Cutover.RetryAfter.Milliseconds(), dc.Cutover.Attempts
+	if v, _ := cmd.Flags().GetString("designated"); v != "" {
+		p.Designated = v
+	}
+	if v, _ := cmd.Flags().GetString("publication"); v != "" {
+		p.Publication = v
+	}
+	if p.Publication == "" {
+		p.Publication = strings.ToLower(dc.Name) + "_pub"
+	}
+	if v, _ := cmd.Flags().GetString("role"); v != "" {
+		p.Role = v
+	}
+	if v, _ := cmd.Flags().GetInt64("lag-threshold"); v > 0 {
+		p.Options.LagThreshold = v
+	}
+	if v, _ := cmd.Flags().GetDuration("grace"); v > 0 {
+		p.Options.Grace = v.Milliseconds()
+	}
+	st, err := c.openStore(cmd.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := st.Read(cmd.Context(), ref)
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	f, err := c.opener()(cmd.Context(), dc)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	defer f.close()
+	f.learn(rec)
+	return planCutover(cmd.Context(), st, ref, rec, p, dc, f), st, nil
+}
+
+// cutoverStatus finds the running cutover (or the last one) and its audit entries.
+func cutoverStatus(ctx context.Context, st Store, ref adapters.DBRef) (cutoverProgress, []driver.AuditEntry, error) {
+	req, _, err := getJSON[cutoverRequest](ctx, st, cutoverRequestKey(ref))
+	var res *cutoverResult
+	if errors.Is(err, adapters.ErrNotFound) {
+		hist, herr := st.ListBlobs(ctx, "history/cutover/"+ref.String()+"/")
+		if herr != nil {
+			return cutoverProgress{}, nil, herr
+		}
+		if len(hist) == 0 {
+			return cutoverProgress{DB: ref.String(), LagBytes: -1}, nil, nil
+		}
+		r, _, herr := getJSON[cutoverResult](ctx, st, hist[len(hist)-1].Key)
+		if herr != nil {
+			return cutoverProgress{}, nil, herr
+		}
+		res, req = &r, r.Request
+	} else if err != nil {
+		return cutoverProgress{}, nil, err
+	}
+	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "cutover", ID: ref.String(), Since: time.UnixMilli(req.At - 1)})
+	if err != nil {
+		return cutoverProgress{}, nil, err
+	}
+	threshold := req.Plan.Options.LagThreshold
+	if threshold <= 0 {
+		threshold = 1_000_000
+	}
+	p := progressFromAudit(ref.String(), entries, threshold, time.Now())
+	p.From = req.From
+	if res != nil {
+		p.Outcome, p.Running = res.Outcome, false
+	}
+	return p, entries, nil
+}
+
+func putJSON(ctx context.Context, st adapters.BlobStore, key string, expect uint64, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = st.PutBlob(ctx, key, expect, data)
+	return err
+}
+
+// who names the operator running a command.
+func (c *cli) who() string {
+	who := "cli"
+	if u := os.Getenv("USER"); u != "" {
+		who += ":" + u
+	}
+	if h, err := os.Hostname(); err == nil {
+		who += "@" + h
+	}
+	return who
+}

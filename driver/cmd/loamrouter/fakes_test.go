@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// world is an in-memory PgDog fleet and its shards: enough of PgDog's admin database for a
+// cutover (pause, resume, reload, COPY_DATA, SHOW TASKS, slot lag, CUTOVER, STOP_TASK) and
+// of Postgres's fence, recording what was done to it.
+type world struct {
+	mu      sync.Mutex
+	paused  map[string]bool
+	gen     map[string]uint64 // instance → generation it reloaded
+	fenced  map[string]bool   // backend key → fenced
+	fences  int               // FenceWrites calls
+	tasks   map[int64]adapters.Task
+	lag     []int64 // lags SlotLag returns in turn (the last one repeats)
+	cutover int     // CUTOVER calls
+	next    int64
+	// failApply makes that many Apply calls of an instance fail.
+	failApply map[string]int
+}
+
+func newWorld() *world {
+	return &world{paused: map[string]bool{}, gen: map[string]uint64{}, fenced: map[string]bool{}, tasks: map[int64]adapters.Task{}, failApply: map[string]int{},
+		lag: []int64{9_000_000, 6_000_000, 3_000_000, 500}, next: 7}
+}
+
+type fakeRouter struct {
+	id string
+	w  *world
+}
+
+func (r fakeRouter) ID() string { return r.id }
+func (r fakeRouter) Apply(ctx context.Context, gen uint64, files render.Files) (adapters.Applied, error) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if r.w.failApply[r.id] > 0 {
+		r.w.failApply[r.id]--
+		return adapters.Applied{}, &adapters.RouterError{Instance: r.id, Op: "Apply", Code: "58000", Err: errors.New("reload failed")}
+	}
+	r.w.gen[r.id] = gen
+	return adapters.Applied{Generation: gen}, nil
+}
+func (r fakeRouter) Pause(ctx context.Context, db string) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.paused[r.id] = true
+	return nil
+}
+func (r fakeRouter) Resume(ctx context.Context, db string) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.paused[r.id] = false
+	return nil
+}
+func (r fakeRouter) Observe(ctx context.Context) (adapters.Observed, error) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return adapters.Observed{Version: "fake", Generation: r.w.gen[r.id], GenerationKnown: true}, nil
+}
+
+// CopyData, Tasks, SlotLag, Cutover and StopTask make fakeRouter an adapters.Resharder.
+func (r fakeRouter) CopyData(ctx context.Context, source, destination, publication, slot string) (int64, error) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	id := r.w.next
+	r.w.next++
+	r.w.tasks[id] = adapters.Task{ID: id, Kind: "copy", Status: "running", InnerStatus: "replicating"}
+	return id, nil
+}
+func (r fakeRouter) Tasks(ctx context.Context) ([]adapters.Task, error) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	var out []adapters.Task
+	for _, t := range r.w.tasks {
+		out = append(out, t)
+	}
+	return out, nil
+}
+func (r fakeRouter) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	l := r.w.lag[0]
+	if len(r.w.lag) > 1 {
+		r.w.lag = r.w.lag[1:]
+	}
+	return l, true, nil
+}
+func (r fakeRouter) Cutover(ctx context.Context, task int64) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	t, ok := r.w.tasks[task]
+	if !ok {
+		return errors.New("no such task")
+	}
+	r.w.cutover++
+	t.Status = "finished"
+	r.w.tasks[task] = t
+	rev := r.w.next
+	r.w.next++
+	r.w.tasks[rev] = adapters.Task{ID: rev, Kind: "replication", Status: "running", InnerStatus: "replicating"}
+	r.w.paused[r.id] = false // CUTOVER clears the instance's holds
+	return nil
+}
+func (r fakeRouter) StopTask(ctx context.Context, task int64) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if t, ok := r.w.tasks[task]; ok {
+		t.Status = "cancelled"
+		r.w.tasks[task] = t
+	}
+	return nil
+}
+
+type fakeBackend struct {
+	key string
+	w   *world
+}
+
+func (b fakeBackend) Status(ctx context.Context) (adapters.BackendStatus, error) {
+	return adapters.BackendStatus{Role: adapters.RolePrimary, Position: "0/1"}, nil
+}
+func (b fakeBackend) FenceWrites(ctx context.Context, role string) error {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.w.fenced[b.key] = true
+	b.w.fences++
+	return nil
+}
+func (b fakeBackend) UnfenceWrites(ctx context.Context, role string) error {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.w.fenced[b.key] = false
+	return nil
+}
+func (b fakeBackend) Prepared(ctx context.Context) ([]adapters.PreparedXact, error) { return nil, nil }
+func (b fakeBackend) Checksum(ctx context.Context, table string, by adapters.ShardFn) (adapters.TableDigest, error) {
+	return adapters.TableDigest{}, errors.New("not used")
+}
+
+// opener returns the world as every database's fleet.
+func (w *world) opener(ids ...string) opener {
+	return func(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
+		f := newFleet()
+		for _, id := range ids {
+			r := fakeRouter{id: id, w: w}
+			f.routers[id], f.resharders[id] = r, r
+		}
+		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+			return fakeBackend{key: b.Host + ":" + strconv.Itoa(int(b.Port)), w: w}, nil
+		}
+		return f, nil
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The tests in this file run the real binary as separate processes.
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{} // build tags → binary
+	binDir  string
+)
+
+// binary builds loamrouter once per test process.
+func binary(t *testing.T) string { return binaryTagged(t, "") }
+
+// binaryTagged builds loamrouter with build tags (a mutant build), once per tag set.
+func binaryTagged(t *testing.T, tags string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[tags]; ok {
+		return p
+	}
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "loamrouter-bin-")
+		require.NoError(t, err)
+		binDir = dir
+	}
+	p := filepath.Join(binDir, "loamrouter"+strings.ReplaceAll(tags, ",", "-"))
+	out, err := exec.Command("go", "build", "-tags", tags, "-o", p, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	built[tags] = p
+	return p
+}
+
+// TestMain removes the binaries it built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// proc is one running loamrouter process.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stderr string
+	done   chan struct{}
+	err    error
+}
+
+// start runs the binary with args; its stderr goes to a file kept for failure messages.
+func start(t *testing.T, dir, name string, args ...string) *proc {
+	return startWith(t, binary(t), dir, name, args...)
+}
+
+func startWith(t *testing.T, bin, dir, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, stderr: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	logf, err := os.Create(p.stderr)
+	require.NoError(t, err)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Stderr = logf
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
+
+func (p *proc) log() string {
+	data, _ := os.ReadFile(p.stderr)
+	return string(data)
+}
+
+// startStore runs store-serve on a free port and returns its URL.
+func startStore(t *testing.T, dir string) (*proc, string) {
+	t.Helper()
+	p := &proc{t: t, name: "store", stderr: filepath.Join(dir, "store.log"), done: make(chan struct{})}
+	logf, err := os.Create(p.stderr)
+	require.NoError(t, err)
+	p.cmd = exec.Command(binary(t), "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
+	p.cmd.Dir = dir
+	p.cmd.Stderr = logf
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(p.kill)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "store-serve printed no URL: %s", p.log())
+	return p, strings.TrimSpace(line)
+}
+
+// run runs the binary to completion and returns its stdout.
+func runBin(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("loamrouter %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+	}
+	require.NoError(t, err)
+	return string(out)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type status struct {
+	Holder string `json:"holder"`
+	Leader bool   `json:"leader"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+func getStatus(addr string) (status, error) {
+	c := http.Client{Timeout: 200 * time.Millisecond}
+	res, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return status{}, err
+	}
+	defer res.Body.Close()
+	var s status
+	err = json.NewDecoder(res.Body).Decode(&s)
+	return s, err
+}

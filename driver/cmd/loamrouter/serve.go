@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/driver"
+)
+
+func newServeCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve --config loam.toml",
+		Short: "Run the controller: config pushes, the in-doubt monitor, cutovers and failovers",
+		Long: `serve runs the controller for every [[databases]] table in loam.toml:
+
+  - ConfigPush on every generation change of the record (a watch on the store): render the
+    routers' files, write them to files_dir, RELOAD every router, confirm what each routes by;
+  - the in-doubt monitor every indoubt.period: list prepared transactions on every shard,
+    alert on those whose coordinator is gone or restarted (it never resolves one);
+  - cutovers and failovers asked for with ` + "`loamrouter cutover start`" + ` and ` + "`loamrouter failover`" + `.
+
+One controller is active at a time: it holds a lease in the store (controller.lease_ttl),
+and every step it executes is refused once the lease is lost. Others stand by and take over
+within one lease TTL of the active one dying, resuming each machine from its last saved
+snapshot. The embedded store (bbolt) can be opened by one process only; to run a standby,
+share a store: store.kind = "tikv", or "remote" with ` + "`loamrouter store-serve`" + `.
+
+SIGTERM or Ctrl-C drains: nothing new starts, commands in flight finish and are recorded,
+the lease is released so a standby takes over at once. A second signal stops at once.
+
+controller.listen (default 127.0.0.1:9464) serves /metrics (Prometheus), /healthz, /status
+and the store API that the CLI uses while this daemon holds the embedded store.
+
+Keys of loam.toml (all optional but [[databases]]):
+
+  [controller] id, lease_ttl, listen, token_env, drain_timeout
+  [store]      kind (bolt|tikv|remote), dir, pd, url, token_env
+  [alerts]     kind (log|file), path
+  [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
+               admin_password_env, schema_admin, schema_admin_password_env, shard_user,
+               shard_password_env, shard_sslmode, insecure
+    [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
+    [databases.indoubt]   enabled, period, threshold, deployment
+    [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
+                          finalize_after, retry_after, attempts
+  [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation`,
+		Example: `  loamrouter serve --config loam.toml
+  loamrouter serve --config loam.toml --log-format json   # for a log collector
+  curl -s 127.0.0.1:9464/metrics | grep loam_`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return c.serve(cmd) },
+	}
+}
+
+// serve runs the daemon until it is drained (first signal, the command's context) or
+// stopped hard (second signal, or the drain timeout).
+func (c *cli) serve(cmd *cobra.Command) error {
+	cfg := c.cfg
+	drain := cmd.Context().Done()
+	hard, stopHard := context.WithCancel(context.WithoutCancel(cmd.Context()))
+	defer stopHard()
+	go func() {
+		<-drain
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		c.log.Info("draining: starting nothing new; a second signal stops at once", "timeout", cfg.Controller.DrainTimeout.Or(defaultDrain))
+		t := time.NewTimer(cfg.Controller.DrainTimeout.Or(defaultDrain))
+		defer t.Stop()
+		select {
+		case <-sigs:
+			c.log.Warn("second signal: stopping without waiting for the commands in flight")
+		case <-t.C:
+			c.log.Warn("drain timeout: stopping without waiting for the commands in flight")
+		case <-hard.Done():
+		}
+		stopHard()
+	}()
+
+	st, err := c.openStoreFor(hard, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	d, err := c.newDaemon(st, drain)
+	if err != nil {
+		return err
+	}
+
+	if cfg.Controller.Listen != "off" {
+		l, err := net.Listen("tcp", cfg.Controller.Listen)
+		if err != nil {
+			return fmt.Errorf("controller.listen %s: %w (set another address, or \"off\")", cfg.Controller.Listen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", d.m.handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+			tok, leader := d.lease.Valid()
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()})
+		})
+		mux.Handle("/v1/", httpstore.Handler(st, &httpstore.Options{Token: secret(cfg.Controller.TokenEnv)}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+		c.log.Info("listening", "addr", l.Addr().String(), "paths", "/metrics /healthz /status /v1/ (store)")
+	}
+	c.log.Info("controller starting", "id", cfg.Controller.ID, "store", cfg.Store.Kind, "databases", len(cfg.Databases))
+	err = d.run(hard)
+	if errors.Is(err, context.Canceled) && hard.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// newDaemon builds the controller on an open store; drain asks it to stop gracefully.
+func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
+	cfg := c.cfg
+	d := &daemon{cfg: cfg, log: c.log, store: st, drain: drain}
+	var err error
+	d.lease, err = driver.NewLease(st, driver.LeaseOptions{
+		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, Logger: c.log,
+		OnChange: func(t driver.Token, held bool) {
+			v := 0.0
+			if held {
+				v = 1
+			}
+			d.m.leader.WithLabelValues(t.Holder).Set(v)
+			d.m.leaseEpoch.Set(float64(t.Epoch))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.audit = driver.NewAudit(st, d.token, c.log)
+	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
+	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
+	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
+	d.open = c.opener()
+	switch cfg.Alerts.Kind {
+	case "file":
+		d.alerts = &fileAlerts{path: cfg.Alerts.Path}
+	default:
+		d.alerts = driver.LogAlerts{Logger: c.log}
+	}
+	return d, nil
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters/configmap"
+	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// daemonConfig writes a loam.toml for one controller on the shared store.
+func daemonConfig(t *testing.T, dir, id, listen, storeURL, files string, ttl time.Duration) string {
+	t.Helper()
+	path := filepath.Join(dir, id+".toml")
+	conf := fmt.Sprintf(`[controller]
+id = %q
+lease_ttl = %q
+listen = %q
+drain_timeout = "5s"
+
+[store]
+kind = "remote"
+url = %q
+
+[[databases]]
+name = "app"
+files_dir = %q
+app_user = "app"
+app_password_env = "LOAM_TEST_APP_PW"
+admin_password_env = "LOAM_TEST_ADMIN_PW"
+insecure = true
+[databases.indoubt]
+enabled = false
+`, id, ttl.String(), listen, storeURL, files)
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	return path
+}
+
+// controllers is a set of daemons on one store, and what the test knows of them.
+type controllers struct {
+	t      *testing.T
+	dir    string
+	url    string
+	files  string
+	ttl    time.Duration
+	procs  map[string]*proc
+	listen map[string]string
+	bin    string // the binary daemons run (a mutant build in the mutant test)
+}
+
+func (c *controllers) start(id string) {
+	if c.listen[id] == "" {
+		c.listen[id] = freePort(c.t)
+	}
+	conf := daemonConfig(c.t, c.dir, id, c.listen[id], c.url, c.files, c.ttl)
+	bin := c.bin
+	if bin == "" {
+		bin = binary(c.t)
+	}
+	c.procs[id] = startWith(c.t, bin, c.dir, fmt.Sprintf("%s-%d", id, time.Now().UnixNano()), "serve", "--config", conf, "--log-level", "debug")
+}
+
+// leader waits until exactly one live controller says it leads, and returns it.
+func (c *controllers) leader(within time.Duration) (string, status) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var leaders []string
+		var st status
+		for id, p := range c.procs {
+			select {
+			case <-p.done:
+				continue
+			default:
+			}
+			s, err := getStatus(c.listen[id])
+			if err == nil && s.Leader {
+				leaders = append(leaders, id)
+				st = s
+			}
+		}
+		require.LessOrEqual(c.t, len(leaders), 1, "two controllers lead at once: %v", leaders)
+		if len(leaders) == 1 {
+			return leaders[0], st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("no controller took the lease within %v", within)
+	return "", status{}
+}
+
+// generationWritten reads the generation of the files in place.
+func (c *controllers) generationWritten() uint64 {
+	d, err := configmap.NewDir(c.files)
+	require.NoError(c.t, err)
+	g, err := d.Generation()
+	require.NoError(c.t, err)
+	return g
+}
+
+// publish stores generation gen (a routing change: shard s1 moves port).
+func (c *controllers) publish(gen uint64) {
+	out := runBin(c.t, c.dir, "--store", c.url, "map", "show", "app")
+	var rec shardmap.Record
+	require.NoError(c.t, json.Unmarshal([]byte(out), &rec))
+	rec.Generation = gen
+	rec.Shards[1].Backend.Port = uint16(6000 + gen)
+	data, err := json.Marshal(&rec)
+	require.NoError(c.t, err)
+	path := filepath.Join(c.dir, fmt.Sprintf("gen%d.json", gen))
+	require.NoError(c.t, os.WriteFile(path, data, 0o600))
+	runBin(c.t, c.dir, "--store", c.url, "map", "apply", "app", "--file", path)
+}
+
+// waitWritten waits until the push of gen has ended: its files are in place and the push
+// machine has saved the reply (its Outcome report is executed only after that save).
+func (c *controllers) waitWritten(gen uint64, within time.Duration) {
+	deadline := time.Now().Add(within)
+	st, err := httpstore.Dial(c.url, nil)
+	require.NoError(c.t, err)
+	defer st.Close()
+	reported := func() bool {
+		entries, err := driver.ReadAudit(c.t.Context(), st, driver.AuditFilter{Machine: "configpush"})
+		require.NoError(c.t, err)
+		for _, e := range entries {
+			if e.Event == driver.AuditReport && strings.HasPrefix(e.What+" ", fmt.Sprintf("Outcome gen=%d ", gen)) {
+				return true
+			}
+		}
+		return false
+	}
+	for c.generationWritten() < gen || !reported() {
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for id, p := range c.procs {
+				fmt.Fprintf(&logs, "--- %s\n%s\n", id, p.log())
+			}
+			c.t.Fatalf("generation %d not written within %v (files hold %d)\n%s", gen, within, c.generationWritten(), logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTakeoverAfterSIGKILL runs two controller processes on one store (served by a third
+// process, since bbolt locks its file to one process). Five times: the leader pushes a new
+// generation, is killed with SIGKILL, and the standby must take the lease within one TTL
+// of the leader's last renewal, resume the push machine from its saved snapshot and push
+// the next generation; the killed one comes back as the standby. A sixth round pauses the
+// leader with SIGSTOP past its lease instead: when it wakes it must execute nothing.
+// Afterwards the audit log must show every push step executed exactly once, each under the
+// tenure that owned it, and files that never went back a generation.
+func TestTakeoverAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; not in -short")
+	}
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	const ttl = time.Second
+	c := &controllers{t: t, dir: dir, url: url, files: filepath.Join(dir, "files"), ttl: ttl, procs: map[string]*proc{}, listen: map[string]string{}}
+	runBin(t, dir, "--store", url, "map", "init", "app", "--example")
+	c.start("a")
+	c.start("b")
+	gen := uint64(1)
+	c.waitWritten(gen, 10*time.Second)
+
+	var takeovers []time.Duration
+	var epochs []uint64
+	for round := range 6 {
+		leader, st := c.leader(5 * time.Second)
+		epochs = append(epochs, st.Epoch)
+		gen++
+		c.publish(gen)
+		c.waitWritten(gen, 5*time.Second)
+		// The leader is idle now (its push ended and was saved); take it away.
+		old := c.procs[leader]
+		if round < 5 {
+			old.signal(syscall.SIGKILL)
+		} else {
+			old.signal(syscall.SIGSTOP)
+		}
+		killed := time.Now()
+		next, st2 := c.leader(3 * ttl)
+		took := time.Since(killed)
+		require.NotEqual(t, leader, next)
+		require.Greater(t, st2.Epoch, st.Epoch, "a new tenure has a greater epoch")
+		require.Less(t, took, 2*ttl, "round %d: takeover took %v with a %v lease", round, took, ttl)
+		if round < 5 {
+			takeovers = append(takeovers, took)
+		}
+		// The new leader resumed: the next generation goes out through it.
+		gen++
+		c.publish(gen)
+		c.waitWritten(gen, 5*time.Second)
+		if round < 5 {
+			<-old.done
+			c.start(leader) // back as the standby
+			continue
+		}
+		// The paused one wakes up past its lease: it must not execute anything, and stands by.
+		old.signal(syscall.SIGCONT)
+		gen++
+		c.publish(gen)
+		c.waitWritten(gen, 5*time.Second)
+		time.Sleep(ttl / 2)
+		who, _ := c.leader(time.Second)
+		require.Equal(t, next, who, "the woken controller must not take over from a live leader")
+		epochs = append(epochs, st2.Epoch)
+	}
+	require.Equal(t, gen, c.generationWritten())
+
+	slices.Sort(takeovers)
+	t.Logf("takeover after SIGKILL with lease_ttl %v: median %v (all: %v)", ttl, takeovers[len(takeovers)/2], takeovers)
+	// Within one TTL of the last renewal (at most TTL/3 before the kill) plus the standby's
+	// poll (TTL/8): the median must be under TTL + TTL/4 even on a loaded machine.
+	require.Less(t, takeovers[len(takeovers)/2], ttl+ttl/4)
+
+	// The audit log: each push step once, under a tenure this test saw lead.
+	execs := pushExecs(t, url)
+	for g := uint64(1); g <= gen; g++ {
+		key := fmt.Sprintf("g%d/files#1", g)
+		require.Len(t, execs[key], 1, "%s: executed %d times (epochs %v); every step must run exactly once", key, len(execs[key]), execs[key])
+	}
+	for key, eps := range execs {
+		require.Len(t, eps, 1, "%s executed twice (epochs %v)", key, eps)
+		require.Contains(t, epochs, eps[0], "%s ran under epoch %d, which never led", key, eps[0])
+	}
+}
+
+// pushExecs reads the audit log: the epochs each push step was executed under.
+func pushExecs(t *testing.T, url string) map[string][]uint64 {
+	t.Helper()
+	out := runBin(t, t.TempDir(), "--store", url, "audit", "--machine", "configpush", "--output", "json")
+	var entries []driver.AuditEntry
+	require.NoError(t, json.Unmarshal([]byte(out), &entries))
+	execs := map[string][]uint64{}
+	for _, e := range entries {
+		require.NotEqual(t, driver.AuditRefused, e.Event, "no command should even reach the executor without the lease: %+v", e)
+		if e.Event == driver.AuditExec && e.Step != "" { // reports (Outcome) have no step and are re-sent by design
+			key := fmt.Sprintf("%s#%d", e.Step, e.Attempt)
+			execs[key] = append(execs[key], e.Epoch)
+		}
+	}
+	return execs
+}
+
+// TestTakeoverMutantRepeatsSteps: a controller built to ignore the saved snapshot
+// (loam_mutant_fresh) repeats the push step its predecessor finished, and the audit check
+// of TestTakeoverAfterSIGKILL sees it: the check can fail.
+func TestTakeoverMutantRepeatsSteps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; not in -short")
+	}
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	const ttl = 500 * time.Millisecond
+	c := &controllers{t: t, dir: dir, url: url, files: filepath.Join(dir, "files"), ttl: ttl, procs: map[string]*proc{}, listen: map[string]string{},
+		bin: binaryTagged(t, "loam_mutant_fresh")}
+	runBin(t, dir, "--store", url, "map", "init", "app", "--example")
+	c.start("a")
+	c.waitWritten(1, 10*time.Second)
+	c.start("b")
+	leader, _ := c.leader(5 * time.Second)
+	c.procs[leader].signal(syscall.SIGKILL)
+	c.leader(3 * ttl)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pushExecs(t, url)["g1/files#1"]) < 2 {
+		require.True(t, time.Now().Before(deadline), "the mutant did not repeat g1/files: the check would have nothing to catch")
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSIGTERMDrainsAndHandsOver: SIGTERM makes the leader finish what it started, record
+// it, release the lease and exit 0; the standby takes over at once (well within the TTL)
+// and no step is left with an exec entry but no result.
+func TestSIGTERMDrainsAndHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; not in -short")
+	}
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	const ttl = 3 * time.Second
+	c := &controllers{t: t, dir: dir, url: url, files: filepath.Join(dir, "files"), ttl: ttl, procs: map[string]*proc{}, listen: map[string]string{}}
+	runBin(t, dir, "--store", url, "map", "init", "app", "--example")
+	c.start("a")
+	c.waitWritten(1, 10*time.Second)
+	c.start("b")
+	leader, _ := c.leader(5 * time.Second)
+	old := c.procs[leader]
+	c.publish(2) // a push under way while the signal arrives
+	old.signal(syscall.SIGTERM)
+	sent := time.Now()
+	var next string
+	for next = leader; next == leader; {
+		require.Less(t, time.Since(sent), ttl, "no takeover within the TTL after SIGTERM")
+		next, _ = c.leader(ttl)
+	}
+	took := time.Since(sent)
+	<-old.done
+	require.NoError(t, old.err, "a drained controller exits 0:\n%s", old.log())
+	require.Less(t, took, ttl/2, "the released lease is taken at once, not after a TTL")
+	require.Contains(t, old.log(), "released the lease")
+	c.waitWritten(2, 5*time.Second)
+
+	st, err := httpstore.Dial(url, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	entries, err := driver.ReadAudit(t.Context(), st, driver.AuditFilter{})
+	require.NoError(t, err)
+	open := map[string]int{}
+	for _, e := range entries {
+		key := fmt.Sprintf("%d/%s/%s#%d/%s", e.Epoch, e.Machine, e.Step, e.Attempt, e.Target)
+		switch e.Event {
+		case driver.AuditExec:
+			open[key]++
+		case driver.AuditResult, driver.AuditReport:
+			open[key]--
+		}
+	}
+	for k, n := range open {
+		require.Zero(t, n, "%s: executed without a recorded result", k)
+	}
+	t.Logf("takeover after SIGTERM: %v", took)
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/machine/indoubt"
+)
+
+// fileAlerts appends every alert delivery to a JSON-lines file: a raise is an upsert by id
+// and a repeated step is the same request, so a reader keeps the last line per id.
+type fileAlerts struct {
+	path string
+	mu   sync.Mutex
+}
+
+type alertLine struct {
+	At     int64          `json:"at"`
+	Op     string         `json:"op"` // raise or clear
+	Step   string         `json:"step"`
+	ID     string         `json:"id"`
+	Source string         `json:"source"`
+	Alert  *indoubt.Alert `json:"alert,omitempty"`
+	Reason string         `json:"reason,omitempty"`
+}
+
+func (f *fileAlerts) append(l alertLine) error {
+	l.At = time.Now().UnixMilli()
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("alerts.path %s: %w", f.path, err)
+	}
+	defer file.Close()
+	if _, err := file.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	return file.Sync()
+}
+
+// Raise implements driver.AlertSink.
+func (f *fileAlerts) Raise(ctx context.Context, a indoubt.Alert) error {
+	return f.append(alertLine{Op: "raise", Step: a.Step, ID: a.ID, Source: "indoubt", Alert: &a})
+}
+
+// Clear implements driver.AlertSink.
+func (f *fileAlerts) Clear(ctx context.Context, id string) error {
+	return f.append(alertLine{Op: "clear", ID: id, Source: "indoubt"})
+}
+
+// readAlertLines reads an alerts file (for tests and `indoubt list`).
+func readAlertLines(path string) ([]alertLine, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []alertLine
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l alertLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// staticRoster lists a database's router processes from loam.toml: each router's NODE_ID,
+// start time unknown (so a restart with the same NODE_ID is not seen; an orchestrator's
+// roster would see it).
+type staticRoster []adapters.RouterProcess
+
+func (r staticRoster) Processes(context.Context) ([]adapters.RouterProcess, error) { return r, nil }

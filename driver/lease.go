@@ -1,0 +1,357 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/shardmap"
+)
+
+// DefaultLeaseKey is the blob that names the active controller.
+const DefaultLeaseKey = "lease/controller"
+
+// DefaultLeaseTTL is how long a lease lasts without renewal.
+const DefaultLeaseTTL = 10 * time.Second
+
+// ErrNotLeader is returned by a guarded store (Lease.Guard) for a write made while the
+// lease is not held, and by Hold when the lease was lost: a deposed controller's step is
+// refused instead of executed.
+var ErrNotLeader = errors.New("driver: this controller does not hold the lease")
+
+// Token names one tenure of the lease: who holds it and its epoch, the blob version of the
+// write that took it. Epochs come from the store's version counter, so a later tenure has a
+// greater epoch, and every audit entry and log line of a step carries the token it ran under.
+type Token struct {
+	Holder string `json:"holder"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+func (t Token) String() string { return fmt.Sprintf("%s@%d", t.Holder, t.Epoch) }
+
+// leaseData is the lease blob's content.
+type leaseData struct {
+	Holder string `json:"holder"`
+	// Epoch is 0 in the write that takes the lease (its own version is the epoch) and the
+	// epoch in every renewal.
+	Epoch uint64 `json:"epoch,omitempty"`
+	TTLMS int64  `json:"ttl_ms"`
+	// RenewedMS is the holder's wall clock at the write, for people; nobody's decision
+	// depends on it (clocks of different machines are not compared).
+	RenewedMS int64 `json:"renewed_ms"`
+	Released  bool  `json:"released,omitempty"`
+}
+
+// LeaseOptions configure a Lease.
+type LeaseOptions struct {
+	Key    string        // default DefaultLeaseKey
+	Holder string        // this controller's name; required
+	TTL    time.Duration // default DefaultLeaseTTL
+	Logger *slog.Logger
+	// OnChange, when set, is told every time this controller takes or loses the lease.
+	OnChange func(t Token, held bool)
+
+	skipExpiry bool // mutant: a standby takes the lease without waiting for it to expire
+}
+
+// Lease keeps one active controller among those sharing a store: the holder renews a blob
+// by compare-and-set; standbys watch its version and take it by compare-and-set once it has
+// not changed for one TTL, as measured on their own clock. No clocks are compared across
+// machines, only durations: a holder counts its tenure from the moment it sent its last
+// successful write, a standby from the moment it first saw that write, which is later, so
+// the holder stops (Valid turns false, a tenth of a TTL early for clock-rate error) before
+// any standby can take over. A holder that cannot renew (the store is down) stops when its
+// tenure ends; one whose renewal conflicts has been replaced and stops at once.
+//
+// The lease is the first guard, and the store's compare-and-set the second: a controller
+// resumes a machine by saving its snapshot over the version it read, so a deposed holder
+// that wakes from a pause cannot save (its expected version is gone) and executes at most
+// the commands of its last saved step, which the new holder re-issues under the same step
+// ids anyway (see Run).
+type Lease struct {
+	store adapters.BlobStore
+	opts  LeaseOptions
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	token      Token
+	version    uint64    // of the lease blob, as this holder last wrote it
+	validUntil time.Time // monotonic; zero when not held
+	lost       chan struct{}
+}
+
+// NewLease returns a lease on store for opts.Holder; it holds nothing until Acquire.
+func NewLease(store adapters.BlobStore, opts LeaseOptions) (*Lease, error) {
+	if opts.Holder == "" {
+		return nil, errors.New("driver: a lease needs a holder name (controller.id)")
+	}
+	if opts.Key == "" {
+		opts.Key = DefaultLeaseKey
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultLeaseTTL
+	}
+	if opts.TTL < 10*time.Millisecond {
+		return nil, fmt.Errorf("driver: lease TTL %v is below 10ms; renewals could not keep up", opts.TTL)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Lease{store: store, opts: opts, log: log.With("lease", opts.Key, "holder", opts.Holder)}, nil
+}
+
+// margin is how early a holder stops before its tenure ends, for clock-rate error.
+func (l *Lease) margin() time.Duration { return l.opts.TTL / 10 }
+
+// Valid reports the token and whether the lease is held now.
+func (l *Lease) Valid() (Token, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.token, !l.validUntil.IsZero() && time.Now().Before(l.validUntil)
+}
+
+// Lost is closed when the tenure that the last Acquire started ends.
+func (l *Lease) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+func (l *Lease) encode(epoch uint64, released bool) []byte {
+	data, _ := json.Marshal(leaseData{Holder: l.opts.Holder, Epoch: epoch, TTLMS: l.opts.TTL.Milliseconds(), RenewedMS: time.Now().UnixMilli(), Released: released})
+	return data
+}
+
+// Acquire waits until this controller holds the lease, or ctx ends. A standby polls the
+// lease blob every TTL/8.
+func (l *Lease) Acquire(ctx context.Context) (Token, error) {
+	var seen uint64       // the version being watched
+	var seenAt time.Time  // when this controller first saw it
+	var ttl = l.opts.TTL  // the watched holder's TTL
+	var lastHolder string // for logs
+	poll := max(l.opts.TTL/8, time.Millisecond)
+	for {
+		b, err := l.store.GetBlob(ctx, l.opts.Key)
+		var expect uint64
+		take := false
+		switch {
+		case errors.Is(err, adapters.ErrNotFound):
+			take = true
+		case err != nil:
+			if ctx.Err() != nil {
+				return Token{}, ctx.Err()
+			}
+			l.log.Warn("reading the lease failed; trying again", "err", err)
+		default:
+			var d leaseData
+			if jerr := json.Unmarshal(b.Data, &d); jerr != nil {
+				l.log.Warn("the lease blob does not decode; treating it as held until it expires", "err", jerr)
+			}
+			if d.TTLMS > 0 {
+				ttl = time.Duration(d.TTLMS) * time.Millisecond
+			}
+			if b.Version != seen {
+				seen, seenAt = b.Version, time.Now()
+				if d.Holder != lastHolder {
+					l.log.Info("standing by: the lease is held", "by", d.Holder, "ttl", ttl)
+					lastHolder = d.Holder
+				}
+			}
+			expect = b.Version
+			take = d.Released || time.Since(seenAt) >= ttl || l.opts.skipExpiry
+		}
+		if take {
+			sent := time.Now()
+			v, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(0, false))
+			if err == nil {
+				return l.took(v, sent), nil
+			}
+			if ctx.Err() != nil {
+				return Token{}, ctx.Err()
+			}
+			if !errors.Is(err, adapters.ErrConflict) {
+				l.log.Warn("taking the lease failed; trying again", "err", err)
+			}
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Token{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (l *Lease) took(version uint64, sent time.Time) Token {
+	l.mu.Lock()
+	l.token = Token{Holder: l.opts.Holder, Epoch: version}
+	l.version = version
+	l.validUntil = sent.Add(l.opts.TTL - l.margin())
+	l.lost = make(chan struct{})
+	tok := l.token
+	l.mu.Unlock()
+	l.log.Info("took the lease", "epoch", version)
+	if l.opts.OnChange != nil {
+		l.opts.OnChange(tok, true)
+	}
+	return tok
+}
+
+// Hold renews the lease every TTL/3 until ctx ends (it returns ctx's error, still holding:
+// call Release or let it expire) or the tenure ends (ErrNotLeader wrapped with why). Lost
+// is closed when it returns for a lost lease.
+func (l *Lease) Hold(ctx context.Context) error {
+	every := l.opts.TTL / 3
+	retry := max(l.opts.TTL/20, time.Millisecond)
+	next := every
+	for {
+		l.mu.Lock()
+		until := l.validUntil
+		l.mu.Unlock()
+		wait := min(next, time.Until(until))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if !time.Now().Before(until) {
+			return l.lose("the tenure ended before a renewal succeeded (is the store reachable?)")
+		}
+		l.mu.Lock()
+		tok, expect := l.token, l.version
+		l.mu.Unlock()
+		sent := time.Now()
+		v, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(tok.Epoch, false))
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.version = v
+			l.validUntil = sent.Add(l.opts.TTL - l.margin())
+			l.mu.Unlock()
+			next = every
+		case errors.Is(err, adapters.ErrConflict):
+			return l.lose("another controller wrote the lease: " + err.Error())
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			l.log.Warn("renewing the lease failed; trying again until the tenure ends", "err", err, "until", time.Until(until).Round(time.Millisecond))
+			next = retry
+		}
+	}
+}
+
+// end ends the tenure locally: Valid turns false and Lost is closed. It returns the
+// tenure's token, the lease blob version last written, and whether a tenure was running.
+func (l *Lease) end() (Token, uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	held := !l.validUntil.IsZero()
+	l.validUntil = time.Time{}
+	if l.lost != nil {
+		select {
+		case <-l.lost:
+		default:
+			close(l.lost)
+		}
+	}
+	return l.token, l.version, held
+}
+
+func (l *Lease) lose(why string) error {
+	tok, _, _ := l.end()
+	l.log.Error("lost the lease; stopping every step", "epoch", tok.Epoch, "why", why)
+	if l.opts.OnChange != nil {
+		l.opts.OnChange(tok, false)
+	}
+	return fmt.Errorf("%w (epoch %d): %s", ErrNotLeader, tok.Epoch, why)
+}
+
+// Release gives the lease up at once, so a standby need not wait a TTL: it marks the blob
+// released by compare-and-set (a lease already taken by another is left alone).
+func (l *Lease) Release(ctx context.Context) error {
+	tok, expect, held := l.end()
+	if !held {
+		return nil
+	}
+	if l.opts.OnChange != nil {
+		l.opts.OnChange(tok, false)
+	}
+	_, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(tok.Epoch, true))
+	if errors.Is(err, adapters.ErrConflict) {
+		return nil
+	}
+	if err == nil {
+		l.log.Info("released the lease", "epoch", tok.Epoch)
+	}
+	return err
+}
+
+// GuardedStore is a store whose every write is refused with ErrNotLeader unless the lease
+// is held: the token a controller's steps carry. Reads pass through.
+type GuardedStore struct {
+	Store interface {
+		adapters.ShardMapStore
+		adapters.BlobStore
+	}
+	Lease *Lease
+}
+
+func (g GuardedStore) check(what string) error {
+	if tok, ok := g.Lease.Valid(); !ok {
+		return fmt.Errorf("%w: refusing %s (last tenure %s)", ErrNotLeader, what, tok)
+	}
+	return nil
+}
+
+// Read implements adapters.ShardMapStore.
+func (g GuardedStore) Read(ctx context.Context, db adapters.DBRef) (*shardmap.Record, error) {
+	return g.Store.Read(ctx, db)
+}
+
+// CAS implements adapters.ShardMapStore, refused without the lease.
+func (g GuardedStore) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next *shardmap.Record) (uint64, error) {
+	if err := g.check("the record write of " + db.String()); err != nil {
+		return 0, err
+	}
+	return g.Store.CAS(ctx, db, expect, next)
+}
+
+// Watch implements adapters.ShardMapStore.
+func (g GuardedStore) Watch(ctx context.Context, db adapters.DBRef, after uint64) (*shardmap.Record, error) {
+	return g.Store.Watch(ctx, db, after)
+}
+
+// GetBlob implements adapters.BlobStore.
+func (g GuardedStore) GetBlob(ctx context.Context, key string) (adapters.Blob, error) {
+	return g.Store.GetBlob(ctx, key)
+}
+
+// PutBlob implements adapters.BlobStore, refused without the lease.
+func (g GuardedStore) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	if err := g.check("the write of " + key); err != nil {
+		return 0, err
+	}
+	return g.Store.PutBlob(ctx, key, expect, data)
+}
+
+// DeleteBlob implements adapters.BlobStore, refused without the lease.
+func (g GuardedStore) DeleteBlob(ctx context.Context, key string, expect uint64) error {
+	if err := g.check("the delete of " + key); err != nil {
+		return err
+	}
+	return g.Store.DeleteBlob(ctx, key, expect)
+}
+
+// ListBlobs implements adapters.BlobStore.
+func (g GuardedStore) ListBlobs(ctx context.Context, prefix string) ([]adapters.Blob, error) {
+	return g.Store.ListBlobs(ctx, prefix)
+}

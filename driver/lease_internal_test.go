@@ -1,0 +1,195 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newTestLease(t *testing.T, s adapters.BlobStore, holder string, ttl time.Duration, skipExpiry bool) *Lease {
+	t.Helper()
+	l, err := NewLease(s, LeaseOptions{Holder: holder, TTL: ttl, Logger: quietLog, skipExpiry: skipExpiry})
+	require.NoError(t, err)
+	return l
+}
+
+// overlap runs two controllers on one store for d and reports whether both ever held a
+// valid lease at the same instant, and how many times the lease changed hands. Each
+// controller acquires, holds for a random while, then stops renewing without releasing, as
+// a killed process would, and comes back as a standby.
+func overlap(t *testing.T, skipExpiry bool, d time.Duration) (bool, int) {
+	store := memstore.New()
+	const ttl = 60 * time.Millisecond
+	a := newTestLease(t, store, "a", ttl, skipExpiry)
+	b := newTestLease(t, store, "b", ttl, skipExpiry)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var takes atomic.Int32
+	for i, l := range []*Lease{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for ctx.Err() == nil {
+				if _, err := l.Acquire(ctx); err != nil {
+					return
+				}
+				takes.Add(1)
+				hctx, crash := context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(3*ttl))))
+				_ = l.Hold(hctx)
+				crash()
+			}
+		}()
+	}
+	var both atomic.Bool
+	for ctx.Err() == nil {
+		_, va := a.Valid()
+		_, vb := b.Valid()
+		if va && vb {
+			both.Store(true)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	wg.Wait()
+	return both.Load(), int(takes.Load()) - 1
+}
+
+// TestLeaseAtMostOneHolder: two controllers that crash and come back for a second are never
+// both valid.
+// The mutant that takes a held lease without waiting for it to expire is caught by the
+// same check, so the check is not vacuous.
+func TestLeaseAtMostOneHolder(t *testing.T) {
+	both, handovers := overlap(t, false, time.Second)
+	require.False(t, both, "two controllers held the lease at once")
+	require.GreaterOrEqual(t, handovers, 3, "the run must include takeovers to check anything")
+	both, _ = overlap(t, true, time.Second)
+	require.True(t, both, "mutant skipExpiry: the overlap check must trip")
+}
+
+// TestLeaseTakeoverAfterCrash: a holder that stops renewing (killed) is replaced after one
+// TTL and not before; its own validity ended before the standby's tenure began; the new
+// epoch is greater.
+func TestLeaseTakeoverAfterCrash(t *testing.T) {
+	store := memstore.New()
+	const ttl = 100 * time.Millisecond
+	a := newTestLease(t, store, "a", ttl, false)
+	b := newTestLease(t, store, "b", ttl, false)
+	ta, err := a.Acquire(t.Context())
+	require.NoError(t, err)
+	holdCtx, crash := context.WithCancel(t.Context())
+	go func() { _ = a.Hold(holdCtx) }()
+
+	got := make(chan Token, 1)
+	go func() { tok, _ := b.Acquire(t.Context()); got <- tok }()
+	select {
+	case <-got:
+		t.Fatal("the standby took a lease that was being renewed")
+	case <-time.After(3 * ttl):
+	}
+	crash() // a stops renewing, as a SIGKILLed process
+	crashed := time.Now()
+	tb := <-got
+	took := time.Since(crashed)
+	_, aValid := a.Valid()
+	require.False(t, aValid, "the old holder still believed it held the lease when the standby took it")
+	require.Greater(t, tb.Epoch, ta.Epoch)
+	require.Equal(t, "b", tb.Holder)
+	require.Less(t, took, 2*ttl+ttl/4, "takeover within one TTL after the last renewal (plus a poll)")
+}
+
+// TestLeaseReleaseHandsOverAtOnce: a graceful stop releases, and the standby does not wait.
+func TestLeaseReleaseHandsOverAtOnce(t *testing.T) {
+	store := memstore.New()
+	const ttl = time.Second
+	a := newTestLease(t, store, "a", ttl, false)
+	b := newTestLease(t, store, "b", ttl, false)
+	_, err := a.Acquire(t.Context())
+	require.NoError(t, err)
+	got := make(chan time.Time, 1)
+	go func() { _, _ = b.Acquire(t.Context()); got <- time.Now() }()
+	time.Sleep(50 * time.Millisecond)
+	released := time.Now()
+	require.NoError(t, a.Release(t.Context()))
+	at := <-got
+	require.Less(t, at.Sub(released), ttl/4)
+	_, ok := a.Valid()
+	require.False(t, ok)
+}
+
+// TestLeaseLostOnConflict: a holder whose renewal conflicts (another controller wrote the
+// lease) stops at once, closes Lost, and its guarded writes are refused.
+func TestLeaseLostOnConflict(t *testing.T) {
+	store := memstore.New()
+	a := newTestLease(t, store, "a", 90*time.Millisecond, false)
+	_, err := a.Acquire(t.Context())
+	require.NoError(t, err)
+	g := GuardedStore{Store: store, Lease: a}
+	_, err = g.PutBlob(t.Context(), "machine/x/y", 0, []byte("s"))
+	require.NoError(t, err, "the holder's writes pass")
+
+	b, err := store.GetBlob(t.Context(), DefaultLeaseKey)
+	require.NoError(t, err)
+	_, err = store.PutBlob(t.Context(), DefaultLeaseKey, b.Version, []byte(`{"holder":"intruder","ttl_ms":90}`))
+	require.NoError(t, err)
+	err = a.Hold(t.Context())
+	require.ErrorIs(t, err, ErrNotLeader)
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("Lost not closed")
+	}
+	_, err = g.PutBlob(t.Context(), "machine/x/y", 1, []byte("s2"))
+	require.ErrorIs(t, err, ErrNotLeader, "a deposed controller's step is refused")
+	_, err = g.CAS(t.Context(), adapters.DBRef{Namespace: "ns", Database: "app"}, 0, nil)
+	require.ErrorIs(t, err, ErrNotLeader)
+}
+
+// TestLeaseStoreDownEndsTenure: a holder that cannot reach the store is no longer valid
+// once one TTL has passed since its last successful write (before any standby could take
+// over), and Hold reports the loss.
+func TestLeaseStoreDownEndsTenure(t *testing.T) {
+	store := &flaky{Store: memstore.New()}
+	const ttl = 80 * time.Millisecond
+	a := newTestLease(t, store, "a", ttl, false)
+	sent := time.Now()
+	_, err := a.Acquire(t.Context())
+	require.NoError(t, err)
+	store.down.Store(true)
+	held := make(chan error, 1)
+	go func() { held <- a.Hold(t.Context()) }()
+	time.Sleep(time.Until(sent.Add(ttl)))
+	_, ok := a.Valid()
+	require.False(t, ok, "still valid one TTL after the last write")
+	select {
+	case err := <-held:
+		require.ErrorIs(t, err, ErrNotLeader)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Hold did not report the lost lease")
+	}
+}
+
+type flaky struct {
+	*memstore.Store
+	down atomic.Bool
+}
+
+func (f *flaky) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	if f.down.Load() {
+		return 0, errors.Join(adapters.ErrUnreachable, errors.New("store down"))
+	}
+	return f.Store.PutBlob(ctx, key, expect, data)
+}
