@@ -4,7 +4,7 @@ PKGS     ?= ./...
 FUZZTIME ?= 10s
 BENCH    ?= .
 
-.PHONY: test bench fuzz lint demo
+.PHONY: test bench fuzz lint demo sim
 
 # Every package, race detector on. Tests that need Postgres or Redis start their own servers
 # on 127.0.0.1 in temp dirs from the binaries on this machine; they skip with
@@ -12,13 +12,22 @@ BENCH    ?= .
 # .ci/run), which turns every such skip into a failure.
 test:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -count=1 ./detsim/...
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
+	$(GO) test -count=1 -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
 	cd conformance/vitessdiff && $(GO) test -count=1 ./...
 	cd adapters/vtctld && $(GO) test -count=1 ./...
 
 # Build tags that compile deliberately broken variants, never part of the default build; the
 # tests under them show each break is caught.
 MUTANT_TAGS ?= loam_mutant_indoubt_commit
+
+# The deterministic simulator at nightly size: SIM_SEEDS fresh seeds per scenario on every
+# core, with a progress line. A failure prints its seed, options and shrunk schedule, and the
+# command that replays it. (make test runs the corpus and a small number of fresh seeds.)
+SIM_SEEDS ?= 1000000
+sim:
+	SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -timeout 0 -run TestSim ./detsim/scenario/
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)

@@ -1,0 +1,325 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/detsim"
+)
+
+// Task is a background task on an instance (SHOW TASKS), with PgDog's own status words so
+// an executor classifies it as it would a real one: Status is running, finished, cancelled
+// or "failed: <msg>"; Inner is syncing data, replicating, cutting over, rolling back.
+//
+// Kind "copy_data" is COPY_DATA: a one-time COPY of the source shards into the destination,
+// then a logical replication stream from every source shard, waiting for CUTOVER. Kind
+// "replication" is the reverse stream CUTOVER starts from the new shards back to the old
+// ones, which keeps them current until finalize (STOP_TASK) or rollback (CUTOVER of it).
+// Tasks and streams live in the instance's memory: a crash ends them and they are not
+// listed after the restart.
+type Task struct {
+	ID      int64
+	Kind    string
+	Status  string
+	Inner   string
+	Slot    string
+	DB      string // the database the task serves
+	Dst     string // the destination database (copy_data)
+	src     []string
+	dst     []string
+	cursor  []uint64
+	pulling bool
+	retry   detsim.Handle
+	started int64
+	inc     uint64
+}
+
+// ErrTask is wrapped by errors about tasks: unknown id, wrong state.
+var ErrTask = errors.New("model: task")
+
+func (t *Task) active() bool { return t.Status == "running" }
+
+// Tasks returns the instance's tasks (nil after a crash).
+func (r *Router) Tasks() []*Task { return r.tasks }
+
+// CopyData is COPY_DATA <db> <dst> <publication> <slot>: it starts the copy task and
+// returns its id.
+func (r *Router) CopyData(db, dst, slot string) (int64, error) {
+	src, dest := r.routes[db], r.routes[dst]
+	if len(src) == 0 || len(dest) == 0 {
+		return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "58000",
+			Err: fmt.Errorf("%w: database %q or %q is not configured", ErrTask, db, dst)}
+	}
+	for _, t := range r.tasks {
+		if t.Slot == slot && t.active() {
+			// Creating the replication slot again fails in Postgres (42710). The model keeps
+			// slots per instance: whether PgDog reuses a slot that survived an instance
+			// restart on the source is not modelled (see the package doc).
+			return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "42710",
+				Err: fmt.Errorf("%w: replication slot %q already exists (task %d streams through it)", ErrTask, slot, t.ID)}
+		}
+	}
+	r.nextTask++
+	t := &Task{ID: r.nextTask, Kind: "copy_data", Status: "running", Inner: "syncing data", DB: db, Dst: dst, Slot: slot,
+		src: src, dst: dest, started: r.s.Now(), inc: r.s.Net.Incarnation(r.Node)}
+	r.tasks = append(r.tasks, t)
+	r.s.After(r.s.Between(200, 3000), detsim.Label{Kind: "copy", To: r.ID, ID: t.ID}, func() { r.copy(t) })
+	return t.ID, nil
+}
+
+func (r *Router) alive(t *Task) bool {
+	return t.active() && r.s.Net.Incarnation(r.Node) == t.inc && r.Up()
+}
+
+// copy is the initial COPY: every source row goes to the destination shard the new layout
+// routes it to, and the stream starts from the position the copy saw.
+func (r *Router) copy(t *Task) {
+	if !r.alive(t) {
+		return
+	}
+	for _, name := range append(append([]string(nil), t.src...), t.dst...) {
+		if !r.s.Net.Reachable(r.Node, r.dir[name].Node) {
+			t.Status = "failed: copy lost its connection to " + name
+			r.s.Probe("model.copy.failed")
+			return
+		}
+	}
+	t.cursor = make([]uint64, len(t.src))
+	for i, name := range t.src {
+		b := r.dir[name]
+		parts := make([]map[string][]int64, len(t.dst))
+		for k, v := range b.Rows() {
+			j := Route(k, len(t.dst))
+			if parts[j] == nil {
+				parts[j] = map[string][]int64{}
+			}
+			parts[j][k] = v
+		}
+		for j, p := range parts {
+			if p != nil {
+				r.dir[t.dst[j]].LoadRows(p)
+			}
+		}
+		t.cursor[i] = b.LSN()
+	}
+	t.Inner = "replicating"
+	r.subscribe(t)
+}
+
+func (r *Router) subscribe(t *Task) {
+	for _, name := range t.src {
+		r.dir[name].Subscribe(func() { r.wake(t) })
+	}
+	r.wake(t)
+}
+
+// wake schedules one pull of the stream, unless one is pending.
+func (r *Router) wake(t *Task) {
+	if !r.alive(t) || t.pulling || t.cursor == nil {
+		return
+	}
+	t.pulling = true
+	r.s.After(r.s.Between(1, 20), detsim.Label{Kind: "replicate", To: r.ID, ID: t.ID}, func() { r.pull(t) })
+}
+
+// pull carries every change the stream has not carried yet, per source, to the
+// destination shards; a source or destination the instance cannot reach stays behind and
+// is retried.
+func (r *Router) pull(t *Task) {
+	t.pulling = false
+	if !r.alive(t) {
+		return
+	}
+	behind := false
+	for i, name := range t.src {
+		b := r.dir[name]
+		if !r.s.Net.Reachable(r.Node, b.Node) {
+			behind = behind || b.PendingSince(t.cursor[i]) > 0
+			continue
+		}
+		cs := b.ChangesSince(t.cursor[i])
+		if len(cs) == 0 {
+			continue
+		}
+		parts := make([][]Change, len(t.dst))
+		for _, c := range cs {
+			j := Route(c.Op.Key, len(t.dst))
+			parts[j] = append(parts[j], c)
+		}
+		ok := true
+		for j, p := range parts {
+			if p != nil && !r.s.Net.Reachable(r.Node, r.dir[t.dst[j]].Node) {
+				ok = false
+			}
+		}
+		if !ok {
+			behind = true
+			continue
+		}
+		for j, p := range parts {
+			if p != nil {
+				r.dir[t.dst[j]].ApplyReplicated(fmt.Sprintf("%s/task%d", r.ID, t.ID), p)
+			}
+		}
+		t.cursor[i] = cs[len(cs)-1].LSN
+	}
+	if behind && !t.retry.Pending() {
+		t.retry = r.s.After(100, detsim.Label{Kind: "replicate-retry", To: r.ID, ID: t.ID}, func() { r.wake(t) })
+	}
+}
+
+// Lag is how many client writes the task's stream has not carried yet (-1 before the copy
+// finished).
+func (r *Router) Lag(t *Task) int64 {
+	if t.cursor == nil {
+		return -1
+	}
+	n := 0
+	for i, name := range t.src {
+		n += r.dir[name].PendingSince(t.cursor[i])
+	}
+	return int64(n)
+}
+
+// SlotLag is SHOW REPLICATION_SLOTS' lag_bytes for slot: the stream's lag at 100 bytes a
+// write, or -1 when no task of this instance streams through it.
+func (r *Router) SlotLag(slot string) int64 {
+	for _, t := range r.tasks {
+		if t.Slot == slot && t.active() {
+			if l := r.Lag(t); l >= 0 {
+				return 100 * l
+			}
+		}
+	}
+	return -1
+}
+
+func (r *Router) task(id int64) (*Task, error) {
+	for _, t := range r.tasks {
+		if t.ID == id {
+			return t, nil
+		}
+	}
+	return nil, &adapters.RouterError{Instance: r.ID, Op: "Task", Code: "42704", Err: fmt.Errorf("%w %d is not listed", ErrTask, id)}
+}
+
+// drainTimeout bounds how long CUTOVER waits for the stream to catch up (PgDog's
+// cutover_timeout, with cutover_timeout_action = abort).
+const drainTimeout = 30_000
+
+// Cutover is CUTOVER <task>. On a copy_data task: hold every database of the instance
+// (maintenance), wait until the stream has carried everything, swap the two databases in
+// this instance's routing table, finish the task, start the reverse stream, and clear every
+// hold on the instance. On a reverse stream (rollback, "rolling back"): the same in the
+// other direction, and the new stream runs the other way again. It answers once the holds
+// are cleared. The swap lives in memory only (cutover_save_config = false). Fault
+// pgdog.cutover.crash makes it go wrong (see the catalogue).
+func (r *Router) Cutover(id int64, reply detsim.Reply) {
+	t, err := r.task(id)
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	if !t.active() || t.Inner != "replicating" {
+		reply(nil, &adapters.RouterError{Instance: r.ID, Op: "Cutover", Code: "58000",
+			Err: fmt.Errorf("%w %d is %s/%s: task is not a replication task waiting for cutover", ErrTask, id, t.Status, t.Inner)})
+		return
+	}
+	// pgdog.cutover.crash: a crash before the swap or after it. pgdog.cutover.fail_after_swap:
+	// the task fails after the swap, which stays applied (PgDog, from code reading: when
+	// saving fails after the in-memory swap the task aborts but the swap stays applied).
+	mode := 0
+	if r.s.Fault("pgdog.cutover.crash") {
+		mode = 1 + r.s.Intn(2)
+	} else if r.s.Fault("pgdog.cutover.fail_after_swap") {
+		mode = 3
+	}
+	if mode == 1 {
+		r.s.Probe("model.cutover.crash.before_swap")
+		r.Crash()
+		return
+	}
+	rollback := t.Kind == "replication"
+	if rollback {
+		t.Inner = "rolling back"
+	} else {
+		t.Inner = "cutting over"
+	}
+	for db := range r.routes {
+		r.paused[db] = true
+	}
+	deadline := r.s.Now() + drainTimeout
+	var drain func()
+	drain = func() {
+		if !r.alive(t) {
+			return
+		}
+		if r.Lag(t) != 0 {
+			if r.s.Now() >= deadline {
+				t.Inner = "replicating"
+				r.clearHolds()
+				reply(nil, &adapters.RouterError{Instance: r.ID, Op: "Cutover", Code: "58000",
+					Err: fmt.Errorf("%w %d: cutover abort timeout (lag %d)", ErrTask, id, r.Lag(t))})
+				return
+			}
+			r.wake(t)
+			r.s.After(10, detsim.Label{Kind: "drain", To: r.ID, ID: t.ID}, drain)
+			return
+		}
+		r.routes[t.DB], r.routes[t.Dst] = r.routes[t.Dst], r.routes[t.DB]
+		r.Loads = append(r.Loads, Load{T: r.s.Now(), Instance: r.ID, Generation: r.gen, Why: "cutover"})
+		if mode == 3 {
+			r.s.Probe("model.cutover.fail.after_swap")
+			t.Status, t.Inner = "failed: cutover could not save the configuration (injected)", ""
+			r.clearHolds()
+			reply(nil, &adapters.RouterError{Instance: r.ID, Op: "Cutover", Code: "58000",
+				Err: fmt.Errorf("%w %d: failed after the swap; the swap stays applied", ErrTask, id)})
+			return
+		}
+		t.Status, t.Inner = "finished", ""
+		if rollback {
+			r.s.Probe("model.cutover.rollback")
+		}
+		// Every cutover starts the stream from the layout now served to the other one.
+		r.nextTask++
+		rev := &Task{ID: r.nextTask, Kind: "replication", Status: "running", Inner: "replicating", DB: t.DB, Dst: t.Dst,
+			Slot: t.Slot + "_reverse", src: r.routes[t.DB], dst: r.routes[t.Dst], started: r.s.Now(), inc: t.inc}
+		rev.cursor = make([]uint64, len(rev.src))
+		for i, name := range rev.src {
+			rev.cursor[i] = r.dir[name].LSN()
+		}
+		r.tasks = append(r.tasks, rev)
+		r.subscribe(rev)
+		if mode == 2 {
+			r.s.Probe("model.cutover.crash.after_swap")
+			r.Crash()
+			return
+		}
+		r.clearHolds()
+		reply(nil, nil)
+	}
+	drain()
+}
+
+// clearHolds ends every hold on the instance (maintenance off), as the end of any cutover
+// does in PgDog, operators' holds included.
+func (r *Router) clearHolds() {
+	for _, db := range slices.Sorted(maps.Keys(r.paused)) {
+		r.Resume(db)
+	}
+}
+
+// StopTask is STOP_TASK <id>: the task is cancelled and its stream stops.
+func (r *Router) StopTask(id int64) error {
+	t, err := r.task(id)
+	if err != nil {
+		return err
+	}
+	if t.active() {
+		t.Status, t.Inner = "cancelled", ""
+	}
+	return nil
+}

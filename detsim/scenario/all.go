@@ -1,0 +1,41 @@
+// Package scenario holds the simulator's scenarios: each builds a world of models and
+// control-plane machines with their executors, drives a workload through it under faults,
+// and checks the histories.
+//
+//   - traffic: list-append transactions through router instances (no machine): no
+//     acknowledged write lost, snapshot isolation per shard, no phantom.
+//   - bank: transfers under PgDog's 2PC with the in-doubt monitor on the daemon:
+//     atomicity, conservation, the monitor never resolves, it alerts within threshold.
+//   - push: ConfigPush on the daemon through generation bumps and reshards, with stray
+//     and stale pushes: generations only increase, files only for published generations,
+//     every instance converges.
+//   - cutover: the cutover machine and ConfigPush on the daemon under list-append traffic,
+//     with finalize, reverse and rollbacks: all of the above plus no write accepted by one
+//     layout after the other began serving, and released instances route to writable
+//     shards.
+//   - cutover-unguarded (not in All): a known issue of the cutover protocol, reproduced by
+//     TestKnownIssues.
+//
+// TestSim runs the corpus and fresh seeds of every scenario; TestMutants shows each
+// invariant tripped by its named mutant; TestCoverage requires every declared fault point
+// and rare path to fire over the CI seeds; TestExplore enumerates the tiny configurations.
+//
+// The race detector slows the simulator (one goroutine per run) ten times or more, so under
+// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage, known-issue and
+// exhaustive sweeps skip: run the package without -race as well (go test ./detsim/...).
+package scenario
+
+import "loam.dev/router/detsim"
+
+// All lists every scenario.
+func All() []detsim.Scenario { return []detsim.Scenario{Traffic, Bank, Push, Cutover} }
+
+// ByName finds a scenario, the known-issue ones included.
+func ByName(name string) (detsim.Scenario, bool) {
+	for _, sc := range append(All(), CutoverUnguarded) {
+		if sc.Name == name {
+			return sc, true
+		}
+	}
+	return detsim.Scenario{}, false
+}

@@ -1,0 +1,155 @@
+package scenario_test
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/scenario"
+	"loam.dev/router/detsim/simtest"
+)
+
+// mutant is a deliberate bug and the invariant it must trip within Bound seeds.
+type mutant struct {
+	Scenario, Mutant, Invariant string
+	Bound                       int
+}
+
+// mutants lists every invariant with the named mutant that shows it is not vacuous.
+var mutants = []mutant{
+	{"traffic", scenario.MutantAckEarly, "no-lost-ack", 500},
+	{"bank", scenario.MutantAckEarly, "conservation", 500},
+	{"push", scenario.MutantPushUnpublished, "files-only-published", 100},
+	{"push", scenario.MutantRegressUnchecked, "generations-increase", 100},
+	{"push", scenario.MutantNoReconcile, "converges", 500},
+	{"bank", scenario.MutantCommitEarly, "2pc-atomic", 100},
+	{"bank", scenario.MutantAlertsDropped, "indoubt-alerts", 2000},
+	{"cutover", scenario.MutantSkipFence, "one-side-serves", 100},
+	{"cutover", scenario.MutantSkipFence, "list-append-si", 3000},
+	{"cutover", scenario.MutantPublishBeforeCutover, "no-lost-ack", 3000},
+	{"cutover", scenario.MutantResumeBeforePublish, "released-writable", 200},
+	{"cutover", scenario.MutantFilesBeforePublish, "files-only-published", 50},
+	{"cutover", scenario.MutantReverseReusesGeneration, "converges", 200},
+	{"cutover", scenario.MutantAckEarly, "no-lost-ack", 3000},
+	{"cutover", scenario.MutantLeakyFence, "no-phantom", 3000},
+}
+
+// firstTrip runs seeds from base until one trips want; it returns the result and how many
+// seeds it took, or false.
+func firstTrip(sc detsim.Scenario, m mutant, base uint64) (detsim.Result, int, bool) {
+	for i := range m.Bound {
+		r := sc.Run(base+uint64(i), detsim.RunOptions{Mutant: m.Mutant})
+		if r.Violation != nil && r.Violation.Invariant == m.Invariant {
+			return r, i + 1, true
+		}
+	}
+	return detsim.Result{}, 0, false
+}
+
+// TestMutants: each mutant trips its invariant within its bound, the failure shrinks, and
+// the shrunk schedule replays the same violation from its text alone.
+func TestMutants(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipped: the mutant sweeps run in the build without -race (go test ./detsim/...)")
+	}
+	for _, m := range append(mutants, taggedMutants...) {
+		t.Run(m.Scenario+"/"+m.Mutant, func(t *testing.T) {
+			if scenario.MutantBuild && !slices.ContainsFunc(taggedMutants, func(x mutant) bool { return x == m }) {
+				t.Skip("skipped: this build bakes a mutant into a machine; the other mutants run in the normal build")
+			}
+			sc, ok := scenario.ByName(m.Scenario)
+			require.True(t, ok)
+			require.Contains(t, sc.Mutants, m.Mutant)
+			r, n, ok := firstTrip(sc, m, 1)
+			require.True(t, ok, "mutant %s never tripped %s in %d seeds", m.Mutant, m.Invariant, m.Bound)
+			sh := sc.Shrink(r, 2000)
+			sched, err := detsim.ParseSchedule(sh.Schedule.String())
+			require.NoError(t, err)
+			again := sc.Run(r.Seed, detsim.RunOptions{Mutant: m.Mutant, Schedule: sched})
+			require.NotNil(t, again.Violation)
+			require.Equal(t, m.Invariant, again.Violation.Invariant)
+			require.Equal(t, sh.Result.Hash, again.Hash, "the printed schedule replays exactly")
+			t.Logf("%s: tripped %s at seed %d (%d seeds), shrunk %d faults + %d ops to %s (%d replays)",
+				m.Mutant, m.Invariant, r.Seed, n, sh.FromFaults, sh.FromOps, sh.Schedule, sh.Runs)
+		})
+	}
+}
+
+// TestEveryInvariantHasAMutant: every invariant a checker can report appears in the mutant
+// table (the step budget is a harness limit, not an invariant).
+func TestEveryInvariantHasAMutant(t *testing.T) {
+	have := map[string]bool{}
+	for _, m := range append(mutants, taggedMutantsAllBuilds...) {
+		have[m.Invariant] = true
+	}
+	for _, inv := range checkedInvariants {
+		require.True(t, have[inv.name] || inv.awaits != "", "invariant %s has no mutant that trips it", inv.name)
+		if inv.awaits != "" {
+			require.False(t, have[inv.name], "invariant %s has a mutant now: remove its 'awaits' note", inv.name)
+		}
+	}
+}
+
+// checkedInvariants is every invariant the checkers report. awaits names what a mutant for
+// it needs that has not landed yet (the machine whose mutant trips it); the test above keeps
+// the list honest both ways.
+var checkedInvariants = []struct{ name, awaits string }{
+	{"no-lost-ack", ""},
+	{"conservation", ""},
+	{"no-phantom", ""},
+	{"list-append-si", ""},
+	{"one-side-serves", ""},
+	{"released-writable", ""},
+	{"2pc-atomic", ""},
+	{"indoubt-never-resolves", ""},
+	{"indoubt-alerts", ""},
+	{"generations-increase", ""},
+	{"files-only-published", ""},
+	{"converges", ""},
+}
+
+// TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base
+// seeds and the median shrunk schedule length. Set SIM_FIGURES=1 to run it.
+func TestMutantFigures(t *testing.T) {
+	if scenario.MutantBuild {
+		t.Skip("skipped: the figures of the normal build's mutants run in it")
+	}
+	if os.Getenv("SIM_FIGURES") == "" {
+		t.Skip("skipped: set SIM_FIGURES=1 to measure the mutant figures")
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-9s %-34s %-22s %-14s %s\n", "scenario", "mutant", "invariant", "seeds-to-trip", "shrunk length (medians over 20 base seeds)")
+	for _, m := range append(mutants, taggedMutants...) {
+		sc, _ := scenario.ByName(m.Scenario)
+		var seeds, lens []int
+		for k := range 20 {
+			base := uint64(k+1) * 1_000_003
+			r, n, ok := firstTrip(sc, m, base)
+			if !ok {
+				seeds = append(seeds, m.Bound+1)
+				continue
+			}
+			seeds = append(seeds, n)
+			sh := sc.Shrink(r, 2000)
+			lens = append(lens, sh.Length())
+		}
+		fmt.Fprintf(&out, "%-9s %-34s %-22s %-14d %d\n", m.Scenario, m.Mutant, m.Invariant, median(seeds), median(lens))
+	}
+	t.Log("\n" + out.String())
+}
+
+func median(xs []int) int {
+	if len(xs) == 0 {
+		return -1
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+var _ = simtest.Seed
