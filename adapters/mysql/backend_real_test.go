@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +243,55 @@ func TestRealFence(t *testing.T) {
 			t.Fatal("SLEEP(30) kept running through the fence")
 		}
 		require.Equal(t, "0", s.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", u.app))
+	})
+
+	t.Run("logins racing the fence", func(t *testing.T) {
+		// Writers log in and insert over and over while the fence runs, and go on trying after
+		// it, as a router's pool reconnects to a fenced server. FenceWrites must return (the
+		// refused logins that keep appearing under the user's name are no sessions to wait
+		// for); once it has, no session of the user may be left, and no row may have been
+		// written by a statement that started after it returned.
+		u := newEnvDB(t, s)
+		adminExec(t, s, "", "ALTER TABLE "+mysqlad.QuoteIdent(u.db)+".items ADD COLUMN at datetime(6) NOT NULL DEFAULT NOW(6)")
+		b := openBackend(t, s, s.RootDSN(u.db), "")
+		const racers = 8
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var wrote atomic.Int64
+		for w := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := connector(s, u.db, u.app)
+				for i := int64(0); ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					db := sql.OpenDB(c)
+					if _, err := db.ExecContext(ctx, "INSERT INTO items (id, v) VALUES (?, 'racer')", int64(w)<<32|i); err == nil {
+						wrote.Add(1)
+					}
+					db.Close()
+				}
+			}()
+		}
+		require.Eventually(t, func() bool { return wrote.Load() > 50 }, 10*time.Second, time.Millisecond, "the writers are writing")
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		require.NoError(t, b.FenceWrites(fctx, u.app), "the fence must end under a reconnect storm")
+		took := time.Since(t0)
+		returned := s.QueryString(t, "SELECT NOW(6)")
+		require.Equal(t, "", s.QueryString(t, "SELECT GROUP_CONCAT(CONCAT_WS('/', ID, COMMAND, STATE)) FROM information_schema.PROCESSLIST WHERE USER = ? AND COALESCE(STATE, '') <> 'login'", u.app),
+			"no session of the fenced user is left when FenceWrites returns (refused logins aside)")
+		time.Sleep(200 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		require.Equal(t, "0", s.QueryString(t, "SELECT COUNT(*) FROM "+mysqlad.QuoteIdent(u.db)+".items WHERE at >= ?", returned),
+			"a write that started after the fence returned was applied")
+		t.Logf("%d writes before the fence, none after; the fence took %v under %d reconnecting writers", wrote.Load(), took, racers)
 	})
 
 	t.Run("refuses to fence its own user", func(t *testing.T) {

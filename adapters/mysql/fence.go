@@ -247,12 +247,16 @@ func (b *Backend) lockAccounts(ctx context.Context, conn *sql.Conn, user string)
 }
 
 // sessionsQuery finds the connections of a user other than this one, binlog dump threads
-// aside.
-const sessionsQuery = `SELECT ID FROM information_schema.PROCESSLIST
+// aside, and says which are still logging in (state "login"): a login the lock refuses shows
+// under the user's name until its thread ends, and a fenced server under a reconnect storm
+// always has some. They are killed with the rest but are not waited for: they cannot write,
+// and a login that passed its check just before the lock leaves that state within the settle
+// time and is then waited for like any session.
+const sessionsQuery = `SELECT ID, COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
 WHERE USER = ? AND ID <> CONNECTION_ID() AND COMMAND NOT LIKE 'Binlog Dump%'`
 
 // sessionsAllQuery is the mutant that finds every client connection but its own.
-const sessionsAllQuery = `SELECT ID FROM information_schema.PROCESSLIST
+const sessionsAllQuery = `SELECT ID, COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
 WHERE (USER = ? OR USER NOT IN ('system user', 'event_scheduler', SUBSTRING_INDEX(CURRENT_USER(), '@', 1)))
   AND ID <> CONNECTION_ID() AND COMMAND NOT LIKE 'Binlog Dump%'`
 
@@ -268,11 +272,16 @@ func (b *Backend) killSessions(ctx context.Context, conn *sql.Conn, user string,
 		q = sessionsAllQuery
 	}
 	for {
-		ids, err := queryIDs(ctx, conn, q, user)
+		ids, sessions, err := listSessions(ctx, conn, q, user)
 		if err != nil {
 			return b.fail(op, fmt.Errorf("listing the connections of %q: %w", user, err))
 		}
-		if len(ids) == 0 {
+		for _, id := range ids {
+			if err := kill(ctx, conn, id); err != nil {
+				return b.fail(op, fmt.Errorf("fence of %q: killing connection %d (KILL needs CONNECTION ADMIN on MariaDB, CONNECTION_ADMIN on MySQL): %w", user, id, err))
+			}
+		}
+		if sessions == 0 {
 			settle := time.Until(locked.Add(b.opt.Settle))
 			if settle <= 0 {
 				return nil
@@ -282,34 +291,34 @@ func (b *Backend) killSessions(ctx context.Context, conn *sql.Conn, user string,
 			}
 			continue
 		}
-		for _, id := range ids {
-			if err := kill(ctx, conn, id); err != nil {
-				return b.fail(op, fmt.Errorf("fence of %q: killing connection %d (KILL needs CONNECTION ADMIN on MariaDB, CONNECTION_ADMIN on MySQL): %w", user, id, err))
-			}
-		}
 		// A killed connection leaves the process list once its thread notices, within
 		// milliseconds (at once when idle); look again shortly.
 		if err := sleep(ctx, 2*time.Millisecond); err != nil {
-			return b.fail(op, fmt.Errorf("fence of %q: accounts are locked but %d connections remained: %w", user, len(ids), err))
+			return b.fail(op, fmt.Errorf("fence of %q: accounts are locked but %d connections remained: %w", user, sessions, err))
 		}
 	}
 }
 
-func queryIDs(ctx context.Context, conn *sql.Conn, q string, args ...any) ([]uint64, error) {
-	rows, err := conn.QueryContext(ctx, q, args...)
+// listSessions runs a sessions query and returns the ids to kill and how many of them are
+// sessions (not logins in progress).
+func listSessions(ctx context.Context, conn *sql.Conn, q, user string) (ids []uint64, sessions int, err error) {
+	rows, err := conn.QueryContext(ctx, q, user)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
-	var ids []uint64
 	for rows.Next() {
 		var id uint64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+		var login bool
+		if err := rows.Scan(&id, &login); err != nil {
+			return nil, 0, err
 		}
 		ids = append(ids, id)
+		if !login {
+			sessions++
+		}
 	}
-	return ids, rows.Err()
+	return ids, sessions, rows.Err()
 }
 
 // kill ends connection id; one that is already gone is fine. KILL takes no bind parameter;
