@@ -413,12 +413,15 @@ func TestRealPrepared(t *testing.T) {
 		defer db.Close()
 		conn, err := db.Conn(ctx)
 		require.NoError(t, err)
+		var id uint64
+		require.NoError(t, conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id))
 		for _, q := range []string{"XA START " + xid, "INSERT INTO xa VALUES (1)", "XA END " + xid, "XA PREPARE " + xid} {
 			_, err := conn.ExecContext(ctx, q)
 			require.NoError(t, err, q)
 		}
 		conn.Raw(func(any) error { return driver.ErrBadConn }) // drop the connection: the branch detaches
 		conn.Close()
+		require.NoError(t, waitGone(ctx, s, id))
 	}
 	for _, mutant := range []string{"", "prepared-joins-data"} {
 		prepare("'gtrid-1','bq',7")

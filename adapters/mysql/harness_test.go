@@ -204,6 +204,11 @@ func openEnv(t conformance.TB, s *mysqltest.Server, mutant string) *conformance.
 			if err != nil {
 				return err
 			}
+			var id uint64
+			if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+				conn.Close()
+				return err
+			}
 			xid := "X'" + hex.EncodeToString([]byte(gid)) + "'"
 			for _, q := range []string{"XA START " + xid, "INSERT INTO items (id, v) VALUES (?, ?)", "XA END " + xid, "XA PREPARE " + xid} {
 				var args []any
@@ -222,7 +227,7 @@ func openEnv(t conformance.TB, s *mysqltest.Server, mutant string) *conformance.
 			// prepared, as a coordinator's branch does once its session is gone.
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 			conn.Close() // "already closed": the Raw call closed it
-			return nil
+			return waitGone(ctx, s, id)
 		},
 		Now: time.Now,
 	}
@@ -289,4 +294,28 @@ func openSQL(t conformance.TB, dsn string) *sql.DB {
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// waitGone waits until connection id has left the server: only then is an XA branch it
+// prepared detached, so that another connection can see it end (1397 before).
+func waitGone(ctx context.Context, s *mysqltest.Server, id uint64) error {
+	db, err := sql.Open("mysql", s.RootDSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connection %d still on the server: %w", id, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }

@@ -54,6 +54,27 @@ func TestRealTwoServers(t *testing.T) {
 	require.Equal(t, "1", a.QueryString(t, "SELECT 1"), "stopping one must not touch the other")
 }
 
+// TestRealPortClash: a server whose port another server took in the meantime does not
+// mistake that server for itself; it starts again on another port.
+func TestRealPortClash(t *testing.T) {
+	a := Start(t)
+	taken := true
+	pickPort = func() (int, error) {
+		if taken {
+			taken = false
+			return a.Port, nil
+		}
+		return freePort()
+	}
+	t.Cleanup(func() { pickPort = freePort })
+	b := Start(t)
+	require.False(t, taken, "the clash was staged")
+	require.NotEqual(t, a.Port, b.Port)
+	require.Equal(t, b.DataDir, strings.TrimSuffix(b.QueryString(t, "SELECT @@datadir"), "/"))
+	a.Stop(t)
+	require.Equal(t, "1", b.QueryString(t, "SELECT 1"), "b is its own server")
+}
+
 // TestRealReplicaReplicates: a row written on the primary appears on the replica, which is
 // read-only for ordinary users and reports its source.
 func TestRealReplicaReplicates(t *testing.T) {

@@ -118,6 +118,9 @@ func (s *Server) Close() error {
 
 var errPortTaken = errors.New("port taken")
 
+// pickPort chooses a server's port; tests replace it to force a clash.
+var pickPort = freePort
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,7 +151,7 @@ func asRoot() []string {
 
 // startServer runs mariadbd in the background and waits until it accepts connections.
 func (s *Server) startServer(extra []string) error {
-	port, err := freePort()
+	port, err := pickPort()
 	if err != nil {
 		return err
 	}
@@ -203,6 +206,9 @@ func (s *Server) waitReady() error {
 	return fmt.Errorf("mysqltest: mariadbd on port %d not accepting connections after %v: %w", s.Port, startTimeout, last)
 }
 
+// ping checks that the server on s.Port answers and is this one: between freePort and
+// mariadbd's bind another test process can start its own server on the same port, and a
+// root login there would succeed too.
 func (s *Server) ping() error {
 	db, err := sql.Open("mysql", s.RootDSN(""))
 	if err != nil {
@@ -211,7 +217,14 @@ func (s *Server) ping() error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return db.PingContext(ctx)
+	var dir string
+	if err := db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&dir); err != nil {
+		return err
+	}
+	if filepath.Clean(dir) != filepath.Clean(s.DataDir) {
+		return fmt.Errorf("port %d is served by another server (datadir %s)", s.Port, dir)
+	}
+	return nil
 }
 
 func (s *Server) logTail() string {
