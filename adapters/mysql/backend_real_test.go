@@ -398,7 +398,9 @@ func TestRealErrors(t *testing.T) {
 
 	_, err = mysqlad.Open(ctx, "root@tcp(127.0.0.1:1)/?timeout=2s", mysqlad.Options{})
 	require.ErrorContains(t, err, "127.0.0.1:1", "an unreachable server is named")
+	require.ErrorIs(t, err, adapters.ErrUnreachable)
 	require.NotErrorIs(t, err, adapters.ErrFenced)
+	require.NotErrorIs(t, mysqlad.Classify("x", "Login", canLogin(s, u.db, u.app)), adapters.ErrUnreachable, "a refused login reached the server")
 }
 
 // TestRealPrepared: XA branches of any shape are listed, named so XA COMMIT takes the name.

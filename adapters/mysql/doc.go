@@ -41,8 +41,9 @@
 // # Errors
 //
 // Every error is an *adapters.BackendError naming the server and the operation, keeping the
-// MySQL error number as Code, and matching adapters.ErrFenced exactly when the fence
-// refused (IsFenceError, ClassifySession).
+// MySQL error number as Code, matching adapters.ErrFenced exactly when the fence refused
+// (IsFenceError, ClassifySession), and adapters.ErrUnreachable when no connection could be
+// opened (the failover's old primary is often down).
 //
 // # Identifiers
 //

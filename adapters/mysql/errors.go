@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 
 	"github.com/go-sql-driver/mysql"
@@ -69,7 +70,8 @@ func IsConnLost(err error) bool {
 // for op into an *adapters.BackendError keeping the MySQL error number, marked Fenced when
 // IsFenceError says so, so errors.Is(err, adapters.ErrFenced) holds for a login the fence
 // refused. A lost connection is not marked: on its own it does not say who ended it (use
-// ClassifySession). The original error stays in the chain. nil stays nil, and an error that
+// ClassifySession). A connection that could not be opened matches adapters.ErrUnreachable
+// (nothing was sent). The original error stays in the chain. nil stays nil, and an error that
 // already is an *adapters.BackendError is returned as it is.
 func Classify(backend, op string, err error) error {
 	if err == nil {
@@ -79,7 +81,17 @@ func Classify(backend, op string, err error) error {
 	if errors.As(err, &be) {
 		return err
 	}
-	return &adapters.BackendError{Backend: backend, Op: op, Code: Code(err), Err: err, Fenced: IsFenceError(err)}
+	code := Code(err)
+	if isDialError(err) {
+		err = fmt.Errorf("%w: %w", adapters.ErrUnreachable, err)
+	}
+	return &adapters.BackendError{Backend: backend, Op: op, Code: code, Err: err, Fenced: IsFenceError(err)}
+}
+
+// isDialError reports whether err is a failure to open a connection: nothing was sent.
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // ClassifySession is Classify for an application session's error, telling a session the

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -50,6 +51,14 @@ func TestClassify(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, adapters.ErrFenced)
 	require.True(t, mysqlad.IsConnLost(&mysql.MySQLError{Number: 1927, Message: "Connection was killed"}))
+
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	err = mysqlad.Classify("db1:3306", "Open", dial)
+	require.ErrorIs(t, err, adapters.ErrUnreachable, "nothing was sent")
+	require.ErrorIs(t, err, dial)
+	require.NotErrorIs(t, mysqlad.Classify("db1:3306", "Insert", &net.OpError{Op: "read", Err: errors.New("reset")}), adapters.ErrUnreachable,
+		"a connection that broke under a statement may have run it")
+	require.NotErrorIs(t, mysqlad.Classify("db1:3306", "Insert", mysql.ErrInvalidConn), adapters.ErrUnreachable)
 }
 
 // connectorFunc is a driver.Connector whose Connect is a function.
