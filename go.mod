@@ -3,6 +3,7 @@ module loam.dev/router
 go 1.26
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/pingcap/log v1.1.1-0.20221015072633-39906604fb81
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
@@ -13,7 +14,6 @@ require (
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 )
 
