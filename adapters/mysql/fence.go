@@ -247,16 +247,16 @@ func (b *Backend) lockAccounts(ctx context.Context, conn *sql.Conn, user string)
 }
 
 // sessionsQuery finds the connections of a user other than this one, binlog dump threads
-// aside, and says which are still logging in (state "login"): a login the lock refuses shows
-// under the user's name until its thread ends, and a fenced server under a reconnect storm
-// always has some. They are killed with the rest but are not waited for: they cannot write,
-// and a login that passed its check just before the lock leaves that state within the settle
-// time and is then waited for like any session.
-const sessionsQuery = `SELECT ID, COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
+// aside, and says which are still logging in (command Connect, or state login once killed):
+// a login the lock refuses shows under the user's name until its thread ends, and a fenced
+// server under a reconnect storm always has some. They are killed with the rest but are not
+// waited for: they cannot write, and a login that passed its check just before the lock
+// finishes logging in within the settle time and is then waited for like any session.
+const sessionsQuery = `SELECT ID, COMMAND = 'Connect' OR COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
 WHERE USER = ? AND ID <> CONNECTION_ID() AND COMMAND NOT LIKE 'Binlog Dump%'`
 
 // sessionsAllQuery is the mutant that finds every client connection but its own.
-const sessionsAllQuery = `SELECT ID, COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
+const sessionsAllQuery = `SELECT ID, COMMAND = 'Connect' OR COALESCE(STATE, '') = 'login' FROM information_schema.PROCESSLIST
 WHERE (USER = ? OR USER NOT IN ('system user', 'event_scheduler', SUBSTRING_INDEX(CURRENT_USER(), '@', 1)))
   AND ID <> CONNECTION_ID() AND COMMAND NOT LIKE 'Binlog Dump%'`
 

@@ -37,6 +37,7 @@ var testFlags = []string{
 	"--innodb-log-file-size=4M",
 	"--innodb-flush-log-at-trx-commit=0",
 	"--innodb-doublewrite=0",
+	"--innodb-flush-method=nosync",
 	"--sync-binlog=0",
 	"--max-connections=300",
 	"--skip-slave-start",

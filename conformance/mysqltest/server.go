@@ -162,6 +162,7 @@ func (s *Server) startServer(extra []string) error {
 		"--socket="+filepath.Join(s.root, "mysqld.sock"),
 		"--pid-file="+filepath.Join(s.root, "mysqld.pid"),
 		"--log-error="+s.logPath(),
+		"--tmpdir="+s.root, // private: a starting server deletes every #sql temporary file in its tmpdir
 		"--server-id="+strconv.Itoa(s.ServerID),
 	)
 	args = append(args, testFlags...)

@@ -33,7 +33,9 @@ func templateDir(bins Binaries) (string, error) {
 		}
 		data := filepath.Join(root, "data")
 		// normal: root@localhost, root@127.0.0.1 and root@::1 with no password.
-		args := append(asRoot(), "--datadir="+data, "--auth-root-authentication-method=normal",
+		// A private tmpdir: a starting server deletes every #sql temporary file in its tmpdir,
+		// including those of other servers sharing it.
+		args := append(asRoot(), "--datadir="+data, "--tmpdir="+root, "--auth-root-authentication-method=normal",
 			"--skip-test-db", "--innodb-log-file-size=4M", "--character-set-server=utf8mb4")
 		cmd := command(bins.Install, args...)
 		cmd.Dir = root
