@@ -294,7 +294,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	say("shard map: %s generation 1, pg_hash on id over 2 shards (embedded store %s)", ref, cfg.Store.Dir)
 
 	// Three reference routers, and the controller.
-	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1})
+	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1, Generation: rec.Generation})
 	if err != nil {
 		return nil, err
 	}
