@@ -1,7 +1,6 @@
 package cutover_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,19 +13,15 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/machine/machinetest"
 )
 
-// TestInteraction replays the scripts in testdata/interaction/. Each script drives one cutover
-// through the world model; the output is every command the machine issued and every spec
-// event it emitted, plus any invariant the world saw broken. Regenerate with -rewrite and
-// read the diff before committing it.
+// TestInteraction replays the scripts in testdata/interaction/, each also with the machine
+// restored from its snapshot before every directive (see machinetest.Scripts). Each script
+// drives one cutover through the world model; the output is every command the machine
+// issued and every spec event it emitted, plus any invariant the world saw broken.
 func TestInteraction(t *testing.T) {
-	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
-		h := &harness{}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return h.handle(t, d)
-		})
-	})
+	machinetest.Scripts(t, "testdata/interaction", func() *harness { return &harness{} })
 }
 
 // harness plays the driver: it keeps the commands in flight, the timers and the clock,
@@ -40,10 +35,17 @@ type harness struct {
 	pending []cutover.Command
 	answers []cutover.Input   // every answer delivered since start, for late
 	landing []cutover.Cutover // CUTOVERs answered failed that still arrive (see land)
-	timers  map[string]int64
+	timers  machinetest.Timers
 	mutant  bool
 	seen    []string // every violation since start
 	out     strings.Builder
+}
+
+// Restore implements machinetest.Harness.
+func (h *harness) Restore(t testing.TB) {
+	if h.m != nil {
+		h.m = machinetest.RoundTrip(t, h.m, cutover.Restore)
+	}
 }
 
 func (h *harness) ctx() *machine.Ctx {
@@ -63,11 +65,10 @@ func (h *harness) record(cmds []cutover.Command) {
 	}
 	for _, c := range cmds {
 		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
+		if h.timers.Record(c) {
+			continue
+		}
 		switch c := c.(type) {
-		case cutover.SetTimer:
-			h.timers[c.ID] = c.At
-		case cutover.CancelTimer:
-			delete(h.timers, c.ID)
 		case cutover.Done:
 			h.w.checkEnd(c)
 		case cutover.Alert:
@@ -83,7 +84,8 @@ func (h *harness) record(cmds []cutover.Command) {
 	h.w.violations = nil
 }
 
-func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	h.out.Reset()
 	switch d.Cmd {
 	case "start":
@@ -110,12 +112,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 	case "reverse":
 		h.step("reverse", cutover.Reverse{})
 	case "world":
-		if d.HasArg("lag") {
-			d.ScanArgs(t, "lag", &h.w.lag)
-		}
-		if d.HasArg("sync-polls") {
-			d.ScanArgs(t, "sync-polls", &h.w.syncPolls)
-		}
+		h.w.lag = machinetest.Arg(t, d, "lag", h.w.lag)
+		h.w.syncPolls = machinetest.Arg(t, d, "sync-polls", h.w.syncPolls)
 		h.printWorld()
 	case "task":
 		// Set a task's state on the designated instance: task id=7 state=cutting_over.
@@ -172,22 +170,12 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
-	instances := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
-	if d.HasArg("instances") {
-		instances = nil
-		d.ScanArgs(t, "instances", &instances)
-	}
-	designated := instances[0]
-	if d.HasArg("designated") {
-		d.ScanArgs(t, "designated", &designated)
-	}
+	instances := machinetest.Arg(t, d, "instances", []string{"pgdog-1", "pgdog-2", "pgdog-3"})
+	designated := machinetest.Arg(t, d, "designated", instances[0])
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 10_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
-	if d.HasArg("finalize-after") {
-		d.ScanArgs(t, "finalize-after", &opts.FinalizeAfter)
-	}
+	opts.FinalizeAfter = machinetest.Arg(t, d, "finalize-after", opts.FinalizeAfter)
 	if d.HasArg("mutant") {
-		var mu string
-		d.ScanArgs(t, "mutant", &mu)
+		mu := machinetest.Arg(t, d, "mutant", "")
 		h.mutant = true
 		set, ok := scriptMutants[mu]
 		if !ok {
@@ -207,14 +195,11 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	h.rec = &machine.Recorder{}
 	h.now = 1000
 	h.rng = rand.New(rand.NewPCG(1, 2))
-	h.timers = map[string]int64{}
+	h.timers = machinetest.Timers{}
 	h.pending = nil
 	h.answers = nil
 	h.landing = nil
-	pub := "app_pub"
-	if d.HasArg("publication") {
-		d.ScanArgs(t, "publication", &pub)
-	}
+	pub := machinetest.Arg(t, d, "publication", "app_pub")
 	h.step("start", cutover.Start{Record: rec, Plan: cutover.Plan{
 		Designated: designated, Instances: instances, Role: "app", Publication: pub, Options: opts,
 	}})
@@ -227,19 +212,10 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 // swap-fail= makes a Cutover swap routing and then fail; lands-late= makes a failing
 // Cutover that did not take effect arrive later all the same (see land).
 func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
-	match, hold, fail, applied, swapFail, msg, lands := "*", "", "", "", "", "unreachable", ""
-	for _, a := range []struct {
-		k string
-		v *string
-	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}, {"lands-late", &lands}} {
-		if d.HasArg(a.k) {
-			d.ScanArgs(t, a.k, a.v)
-		}
-	}
-	count := -1
-	if d.HasArg("count") {
-		d.ScanArgs(t, "count", &count)
-	}
+	match, hold, fail := machinetest.Arg(t, d, "match", "*"), machinetest.Arg(t, d, "hold", ""), machinetest.Arg(t, d, "fail", "")
+	applied, swapFail, msg := machinetest.Arg(t, d, "applied", ""), machinetest.Arg(t, d, "swap-fail", ""), machinetest.Arg(t, d, "err", "unreachable")
+	lands := machinetest.Arg(t, d, "lands-late", "")
+	count := machinetest.Arg(t, d, "count", -1)
 	batch := h.pending
 	h.pending = nil
 	for _, c := range batch {
@@ -317,15 +293,8 @@ func (h *harness) land(t *testing.T, d *datadriven.TestData) {
 // whose step matches fail= keep failing, those matching hold= stay in flight; rounds=
 // bounds the loop (default 50).
 func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
-	rounds := 50
-	if d.HasArg("rounds") {
-		d.ScanArgs(t, "rounds", &rounds)
-	}
-	hold := ""
-	if d.HasArg("hold") {
-		d.ScanArgs(t, "hold", &hold)
-	}
-	for range rounds {
+	hold := machinetest.Arg(t, d, "hold", "")
+	for range machinetest.Arg(t, d, "rounds", 50) {
 		if _, done := h.m.Done(); done {
 			return
 		}
@@ -333,13 +302,8 @@ func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
 			h.deliver(t, d)
 			continue
 		}
-		at := int64(-1)
-		for _, v := range h.timers {
-			if at < 0 || v < at {
-				at = v
-			}
-		}
-		if at < 0 {
+		at, ok := h.timers.Next()
+		if !ok {
 			return
 		}
 		h.now = max(h.now, at)
@@ -378,17 +342,7 @@ func (h *harness) conflict(t *testing.T, d *datadriven.TestData) {
 }
 
 func (h *harness) fireDue() {
-	for {
-		id, at := "", int64(0)
-		for k, v := range h.timers {
-			if v <= h.now && (id == "" || v < at || v == at && k < id) {
-				id, at = k, v
-			}
-		}
-		if id == "" {
-			return
-		}
-		delete(h.timers, id)
+	for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
 		h.step("timer "+id, cutover.TimerFired{ID: id})
 	}
 }
@@ -397,10 +351,7 @@ func (h *harness) fireDue() {
 // (the driver died), restores, and feeds Restarted. apply= lets matching commands in
 // flight take effect first (they ran; their answers were lost).
 func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
-	apply := ""
-	if d.HasArg("apply") {
-		d.ScanArgs(t, "apply", &apply)
-	}
+	apply := machinetest.Arg(t, d, "apply", "")
 	for _, c := range h.pending {
 		if apply != "" && glob(apply, stepOf(c)) {
 			h.w.apply(c, nil, false)
@@ -408,19 +359,8 @@ func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
 	}
 	h.w.crash()
 	h.pending = nil
-	h.timers = map[string]int64{}
-	b, err := json.Marshal(h.m.Snapshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s cutover.Snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
-	h.m, err = cutover.Restore(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.timers = machinetest.Timers{}
+	h.Restore(t)
 	h.step("restart", cutover.Restarted{})
 }
 

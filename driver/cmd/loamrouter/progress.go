@@ -19,7 +19,7 @@ var stageStep = map[string]string{
 	"pause": "pause", "fence": "fence",
 	"cutover": "cutover", "resolve": "cutover", "repause": "cutover",
 	"publish": "publish", "open": "publish", "files": "publish", "reload": "publish",
-	"resume": "resume",
+	"resume":  "resume",
 	"serving": "finalize", "stop": "finalize", "grace": "finalize", "unfence": "finalize", "finish": "finalize",
 	"undo": "rollback",
 }
