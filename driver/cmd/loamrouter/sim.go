@@ -33,9 +33,8 @@ func newSimCmd(c *cli) *cobra.Command {
 stores and networks, with faults injected by a seeded swarm. One seed decides a whole run,
 so a seed replays exactly (same trace hash).
 
-Without scenario arguments every scenario runs (` + strings.Join(scenarioNames(scenario.All()), ", ") + `);
-cutover-unguarded, a known issue of the protocol, runs only when named. --seeds seeds run
-per scenario from --from, on --workers cores, with a progress line (seeds/s, failing seeds,
+Without scenario arguments every scenario runs (` + strings.Join(scenarioNames(scenario.All()), ", ") + `).
+--seeds seeds run per scenario from --from, on --workers cores, with a progress line (seeds/s, failing seeds,
 ETA). --seed N (repeatable) replays those seeds instead; with --schedule it replays a shrunk
 schedule printed by an earlier failure. --mutant runs a deliberate bug of the system, which
 the checkers must catch (the run then fails, as it should).
@@ -595,27 +594,21 @@ func isTerminal(w io.Writer) bool {
 // scenarioInfo is a line of `sim --list`.
 type scenarioInfo struct {
 	Name    string   `json:"name"`
-	Default bool     `json:"default"`
 	Mutants []string `json:"mutants"`
 	Points  int      `json:"fault_points"`
 }
 
 func scenarioList() []scenarioInfo {
 	var out []scenarioInfo
-	dflt := scenarioNames(scenario.All())
 	for _, sc := range scenario.All() {
-		out = append(out, scenarioInfo{Name: sc.Name, Default: slices.Contains(dflt, sc.Name), Mutants: sc.Mutants, Points: len(sc.Points)})
+		out = append(out, scenarioInfo{Name: sc.Name, Mutants: sc.Mutants, Points: len(sc.Points)})
 	}
 	return out
 }
 
 func printScenarioList(w io.Writer) error {
 	for _, s := range scenarioList() {
-		note := ""
-		if !s.Default {
-			note = " (a known issue; runs only when named)"
-		}
-		fmt.Fprintf(w, "%s%s: %d fault points\n  mutants: %s\n", s.Name, note, s.Points, strings.Join(s.Mutants, ", "))
+		fmt.Fprintf(w, "%s: %d fault points\n  mutants: %s\n", s.Name, s.Points, strings.Join(s.Mutants, ", "))
 	}
 	return nil
 }
