@@ -65,7 +65,8 @@ type BackendEnv struct {
 	// Rows returns every committed row of table, ordered by id then v.
 	Rows func(ctx context.Context, table string) ([]BackendRow, error)
 	// Prepare runs, as Role, a transaction inserting r into Table and prepares it as gid
-	// (PREPARE TRANSACTION), leaving it prepared.
+	// (Postgres: PREPARE TRANSACTION; MySQL: an XA branch with gtrid gid), leaving it
+	// prepared and detached from any session.
 	Prepare func(ctx context.Context, gid string, r BackendRow) error
 	// Now reads the clock the backend stamps prepared transactions with.
 	Now func() time.Time
@@ -82,19 +83,97 @@ type BackendHarness struct {
 	// Members says that Open's envs have a Member role; without it the member case is left
 	// out.
 	Members bool
+	// Lacks names what this backend does not have that some cases need (a BackendCase's
+	// Needs), each with the reason, which RunBackendSuite logs for the cases it leaves out.
+	// It declares a difference of the backend's semantics; it is not a way to skip a case
+	// the backend fails.
+	Lacks map[string]string
+	// Codes are the backend's codes for what the cases provoke; nil means PostgresCodes.
+	Codes *BackendCodes
+	// ComparePositions orders two positions Status reported on one server (negative, zero,
+	// positive) and fails on a position it cannot read or two it cannot order (a GTID set
+	// that lost transactions); nil means Postgres LSNs.
+	ComparePositions func(a, b string) (int, error)
+	// Scheme is the shard function ChecksumSelectsShardRows routes the bigint column id by,
+	// over n shards; nil means pg_hash (PgDog's). A Vitess backend gives a vindex scheme.
+	Scheme func(n uint32) shardmap.Scheme
+}
+
+// BackendCodes are the codes, as adapters.BackendError.Code carries them, of what the backend
+// cases provoke.
+type BackendCodes struct {
+	// LoginRefused is a new login of a fenced role.
+	LoginRefused string
+	// SessionEnded is a statement on a session the fence ended; "" where the backend ends
+	// the session without sending a code (MySQL closes the connection).
+	SessionEnded string
+	// UndefinedTable is a table that does not exist.
+	UndefinedTable string
+}
+
+// PostgresCodes are Postgres's SQLSTATEs: 28000 for a NOLOGIN role, 57P01 for a terminated
+// session, 42P01 for a missing relation.
+var PostgresCodes = BackendCodes{LoginRefused: "28000", SessionEnded: "57P01", UndefinedTable: "42P01"}
+
+func (h BackendHarness) codes() BackendCodes {
+	if h.Codes == nil {
+		return PostgresCodes
+	}
+	return *h.Codes
+}
+
+// comparePositions orders two Status positions; checkPosition only reads one.
+func (h BackendHarness) comparePositions(a, b string) (int, error) {
+	if h.ComparePositions != nil {
+		return h.ComparePositions(a, b)
+	}
+	x, err := parseLSN(a)
+	if err != nil {
+		return 0, err
+	}
+	y, err := parseLSN(b)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case x < y:
+		return -1, nil
+	case x > y:
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func (h BackendHarness) checkPosition(p string) error {
+	c, err := h.comparePositions(p, p)
+	if err == nil && c != 0 {
+		err = fmt.Errorf("position %q does not equal itself", p)
+	}
+	return err
+}
+
+func (h BackendHarness) scheme(n uint32) shardmap.Scheme {
+	if h.Scheme == nil {
+		return shardmap.PgHash{Key: shardmap.Key{Column: "id", Type: shardmap.Bigint}, Shards: n}
+	}
+	return h.Scheme(n)
 }
 
 // BackendCase is one contract case of a ShardBackend.
 type BackendCase struct {
 	Name string
-	// Needs says what the case needs beyond a primary: "member" (BackendEnv.Member) or
-	// "standby" (BackendHarness.OpenStandby); "" for nothing.
+	// Needs says what the case needs beyond a primary: "member" (BackendEnv.Member),
+	// "standby" (BackendHarness.OpenStandby) or "prepared-metadata" (the owner, database and
+	// time of a prepared transaction); "" for nothing.
 	Needs string
 	Run   func(t TB, h BackendHarness)
 }
 
 // Applies reports whether h can run c.
 func (c BackendCase) Applies(h BackendHarness) bool {
+	if _, lacks := h.Lacks[c.Needs]; lacks && c.Needs != "" {
+		return false
+	}
 	switch c.Needs {
 	case "standby":
 		return h.OpenStandby != nil
@@ -112,7 +191,11 @@ func RunBackendSuite(t *testing.T, h BackendHarness, cases ...BackendCase) {
 	}
 	for _, c := range cases {
 		if !c.Applies(h) {
-			t.Logf("backend suite: case %s left out (the harness has no %s)", c.Name, c.Needs)
+			if why, ok := h.Lacks[c.Needs]; ok {
+				t.Logf("backend suite: case %s left out: the backend has no %s (%s)", c.Name, c.Needs, why)
+			} else {
+				t.Logf("backend suite: case %s left out (the harness has no %s)", c.Name, c.Needs)
+			}
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) { c.Run(t, h) })
@@ -157,7 +240,7 @@ func ids(rows []BackendRow) []int64 {
 }
 
 // parseLSN reads a Postgres LSN ("16/B374D848"): two hexadecimal halves. Backends whose
-// positions are not LSNs (MySQL GTID sets) need a suite of their own for positions.
+// positions are not LSNs (MySQL GTID sets) give BackendHarness.ComparePositions.
 func parseLSN(s string) (uint64, error) {
 	hi, lo, ok := strings.Cut(s, "/")
 	if !ok {
@@ -209,8 +292,8 @@ func BackendCases() []BackendCase {
 			require.False(t, st.ReadOnly, "a primary that accepts writes is not read-only")
 			require.Zero(t, st.Lag, "a primary has no replay lag")
 			require.Empty(t, st.Replayed, "a primary replays nothing")
-			before, err := parseLSN(st.Position)
-			require.NoError(t, err)
+			before := st.Position
+			require.NoError(t, h.checkPosition(before))
 			s := login(t, env, env.Role)
 			for i := range int64(20) {
 				require.NoError(t, s.Insert(ctx, BackendRow{ID: i, V: "advance"}))
@@ -219,10 +302,10 @@ func BackendCases() []BackendCase {
 			for {
 				st, err = env.Backend.Status(ctx)
 				require.NoError(t, err)
-				now, err := parseLSN(st.Position)
+				c, err := h.comparePositions(st.Position, before)
 				require.NoError(t, err)
-				require.GreaterOrEqual(t, now, before, "the write position went backwards")
-				if now > before {
+				require.GreaterOrEqual(t, c, 0, "the write position went backwards from %s to %s", before, st.Position)
+				if c > 0 {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -238,8 +321,10 @@ func BackendCases() []BackendCase {
 			require.Equal(t, adapters.RoleStandby, st.Role, "a standby must report itself as one")
 			require.True(t, st.ReadOnly, "a standby is read-only")
 			require.GreaterOrEqual(t, st.Lag, time.Duration(0))
-			_, err = parseLSN(st.Replayed)
-			require.NoError(t, err, "a standby reports its replay position")
+			require.NoError(t, h.checkPosition(st.Replayed), "a standby reports its replay position")
+			c, err := h.comparePositions(st.Position, st.Replayed)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, c, 0, "a standby cannot have replayed more (%s) than it received (%s)", st.Replayed, st.Position)
 		}},
 		{"FenceRefusesNewLogin", "", func(t TB, h BackendHarness) {
 			env := h.Open(t)
@@ -251,7 +336,7 @@ func BackendCases() []BackendCase {
 				err = s.Insert(ctx, BackendRow{ID: 2, V: "after"})
 				s.Close()
 			}
-			requireFenced(t, err, "28000", "a new login of the fenced role")
+			requireFenced(t, err, h.codes().LoginRefused, "a new login of the fenced role")
 			require.Equal(t, []int64{1}, ids(rowsOf(t, env, env.Table)), "no write after the fence may be applied")
 		}},
 		{"FenceEndsOpenSessions", "", func(t TB, h BackendHarness) {
@@ -263,12 +348,12 @@ func BackendCases() []BackendCase {
 			require.NoError(t, inTxn.Begin(ctx))
 			require.NoError(t, inTxn.Insert(ctx, BackendRow{ID: 2, V: "open transaction"}))
 			require.NoError(t, env.Backend.FenceWrites(ctx, env.Role))
-			requireFenced(t, idle.Insert(ctx, BackendRow{ID: 3, V: "idle session after"}), "57P01", "a write on a session open before the fence")
+			requireFenced(t, idle.Insert(ctx, BackendRow{ID: 3, V: "idle session after"}), h.codes().SessionEnded, "a write on a session open before the fence")
 			err := inTxn.Insert(ctx, BackendRow{ID: 4, V: "open transaction after"})
 			if err == nil {
 				err = inTxn.Commit(ctx)
 			}
-			requireFenced(t, err, "57P01", "a transaction open across the fence")
+			requireFenced(t, err, h.codes().SessionEnded, "a transaction open across the fence")
 			require.Equal(t, []int64{1}, ids(rowsOf(t, env, env.Table)), "only the write committed before the fence may be there")
 		}},
 		{"FenceEndsMemberSessions", "member", func(t TB, h BackendHarness) {
@@ -277,13 +362,13 @@ func BackendCases() []BackendCase {
 			m := login(t, env, env.Member)
 			require.NoError(t, m.Insert(ctx, BackendRow{ID: 1, V: "member before"}))
 			require.NoError(t, env.Backend.FenceWrites(ctx, env.Role))
-			requireFenced(t, m.Insert(ctx, BackendRow{ID: 2, V: "member after"}), "57P01", "a member session acting as the fenced role")
+			requireFenced(t, m.Insert(ctx, BackendRow{ID: 2, V: "member after"}), h.codes().SessionEnded, "a member session acting as the fenced role")
 			s, err := env.Login(ctx, env.Member)
 			if err == nil {
 				err = s.Insert(ctx, BackendRow{ID: 3, V: "member relogin"})
 				s.Close()
 			}
-			requireFenced(t, err, "28000", "a new login of a member of the fenced role")
+			requireFenced(t, err, h.codes().LoginRefused, "a new login of a member of the fenced role")
 			require.Equal(t, []int64{1}, ids(rowsOf(t, env, env.Table)))
 		}},
 		{"FenceSparesOtherRoles", "", func(t TB, h BackendHarness) {
@@ -308,7 +393,7 @@ func BackendCases() []BackendCase {
 			require.NoError(t, env.Backend.FenceWrites(ctx, env.Role))
 			require.NoError(t, env.Backend.FenceWrites(ctx, env.Role), "fencing a fenced role is not an error")
 			_, err := env.Login(ctx, env.Role)
-			requireFenced(t, err, "28000", "a login after fencing twice")
+			requireFenced(t, err, h.codes().LoginRefused, "a login after fencing twice")
 			require.NoError(t, env.Backend.UnfenceWrites(ctx, env.Role))
 			require.NoError(t, env.Backend.UnfenceWrites(ctx, env.Role), "unfencing an unfenced role is not an error")
 			require.NoError(t, login(t, env, env.Role).Insert(ctx, BackendRow{ID: 1, V: "after"}))
@@ -329,21 +414,14 @@ func BackendCases() []BackendCase {
 		{"PreparedListsGIDs", "", func(t TB, h BackendHarness) {
 			env := h.Open(t)
 			ctx := t.Context()
-			before := env.Now()
 			for i, gid := range PgDogGIDs {
 				require.NoError(t, env.Prepare(ctx, gid, BackendRow{ID: int64(100 + i), V: "prepared"}), "preparing %q", gid)
 			}
-			after := env.Now()
 			xs, err := env.Backend.Prepared(ctx)
 			require.NoError(t, err)
 			var gids []string
 			for _, x := range xs {
 				gids = append(gids, x.GID)
-				require.Equal(t, env.Role, x.Owner, "%q: the owner is the role that prepared it", x.GID)
-				require.NotEmpty(t, x.Database, "%q: the database must be named (COMMIT PREPARED must run there)", x.GID)
-				const skew = 2 * time.Second
-				require.False(t, x.Prepared.Before(before.Add(-skew)) || x.Prepared.After(after.Add(skew)),
-					"%q: prepared at %v, outside [%v, %v]", x.GID, x.Prepared, before, after)
 			}
 			require.ElementsMatch(t, PgDogGIDs, gids, "every prepared transaction, PgDog's or not, with its gid verbatim")
 			require.Empty(t, rowsOf(t, env, env.Table), "a prepared transaction's rows are not visible")
@@ -354,6 +432,26 @@ func BackendCases() []BackendCase {
 			fenced, err := env.Backend.Prepared(ctx)
 			require.NoError(t, err)
 			require.ElementsMatch(t, xs, fenced, "fencing the owner leaves its prepared transactions in place")
+		}},
+		{"PreparedMetadata", "prepared-metadata", func(t TB, h BackendHarness) {
+			env := h.Open(t)
+			ctx := t.Context()
+			before := env.Now()
+			for i, gid := range PgDogGIDs {
+				gid += "_meta" // gids are server-wide: not those another case may have left prepared
+				require.NoError(t, env.Prepare(ctx, gid, BackendRow{ID: int64(100 + i), V: "prepared"}), "preparing %q", gid)
+			}
+			after := env.Now()
+			xs, err := env.Backend.Prepared(ctx)
+			require.NoError(t, err)
+			require.Len(t, xs, len(PgDogGIDs))
+			for _, x := range xs {
+				require.Equal(t, env.Role, x.Owner, "%q: the owner is the role that prepared it", x.GID)
+				require.NotEmpty(t, x.Database, "%q: the database must be named (COMMIT PREPARED must run there)", x.GID)
+				const skew = 2 * time.Second
+				require.False(t, x.Prepared.Before(before.Add(-skew)) || x.Prepared.After(after.Add(skew)),
+					"%q: prepared at %v, outside [%v, %v]", x.GID, x.Prepared, before, after)
+			}
 		}},
 		{"PreparedEmpty", "", func(t TB, h BackendHarness) {
 			env := h.Open(t)
@@ -413,12 +511,22 @@ func BackendCases() []BackendCase {
 			rows := ChecksumRows()
 			require.NoError(t, env.Load(ctx, "ck_all", rows))
 			for _, n := range []uint32{2, 3, 4} {
-				scheme := shardmap.PgHash{Key: shardmap.Key{Column: "id", Type: shardmap.Bigint}, Shards: n}
+				scheme := h.scheme(n)
+				// The expected shard of each row: pghash directly for the default scheme, else
+				// the shard map's own Locate (what the routers' kernels compute).
+				shardOf := func(id int64) uint32 {
+					if h.Scheme == nil {
+						return uint32(pghash.ShardOfInt8(id, uint64(n)))
+					}
+					loc, err := shardmap.Layout{Scheme: scheme, Shards: make([]shardmap.Shard, n)}.Locate(strconv.FormatInt(id, 10))
+					require.NoError(t, err, "locating id %d", id)
+					return uint32(loc.Shard)
+				}
 				var total uint64
 				for shard := range n {
 					var mine []BackendRow
 					for _, r := range rows {
-						if pghash.ShardOfInt8(r.ID, uint64(n)) == uint64(shard) {
+						if shardOf(r.ID) == shard {
 							mine = append(mine, r)
 						}
 					}
@@ -442,7 +550,7 @@ func BackendCases() []BackendCase {
 			_, err := env.Backend.Checksum(t.Context(), "no_such_table", adapters.ShardFn{})
 			var be *adapters.BackendError
 			require.ErrorAs(t, err, &be, "a missing table is the backend's error, with its code")
-			require.Equal(t, "42P01", be.Code)
+			require.Equal(t, h.codes().UndefinedTable, be.Code)
 			require.False(t, errors.Is(err, adapters.ErrFenced))
 		}},
 	}

@@ -69,7 +69,11 @@ func (b *memBackend) Status(ctx context.Context) (adapters.BackendStatus, error)
 		pos = 0
 	}
 	if b.standby != (b.mutant == "standby-says-primary") {
-		return adapters.BackendStatus{Role: adapters.RoleStandby, ReadOnly: true, Position: "0/10", Replayed: "0/10"}, nil
+		replayed := "0/10"
+		if b.mutant == "standby-replayed-ahead" {
+			replayed = "0/11"
+		}
+		return adapters.BackendStatus{Role: adapters.RoleStandby, ReadOnly: true, Position: "0/10", Replayed: replayed}, nil
 	}
 	role := adapters.RolePrimary
 	if b.mutant == "status-says-standby" {
@@ -326,6 +330,7 @@ func TestBackendSuiteCatchesMutants(t *testing.T) {
 		"status-says-standby":          {"StatusPrimary"},
 		"status-position-frozen":       {"StatusPrimary"},
 		"standby-says-primary":         {"StatusStandby"},
+		"standby-replayed-ahead":       {"StatusStandby"},
 		"fence-skips-nologin":          {"FenceRefusesNewLogin", "FenceIsIdempotent"},
 		"fence-skips-terminate":        {"FenceEndsOpenSessions", "FenceEndsMemberSessions"},
 		"fence-skips-members":          {"FenceEndsMemberSessions"},
@@ -337,7 +342,7 @@ func TestBackendSuiteCatchesMutants(t *testing.T) {
 		"unfence-forgets-members":      {"UnfenceRestores"},
 		"prepared-drops-foreign":       {"PreparedListsGIDs"},
 		"prepared-rows-visible":        {"PreparedListsGIDs"},
-		"prepared-wrong-owner":         {"PreparedListsGIDs"},
+		"prepared-wrong-owner":         {"PreparedMetadata"},
 		"prepared-lost-on-fence":       {"PreparedListsGIDs"},
 		"prepared-phantom":             {"PreparedEmpty", "PreparedListsGIDs"},
 		"checksum-ordered":             {"ChecksumEqualForEqualData"},

@@ -11,12 +11,6 @@ import (
 	"loam.dev/router/machine/configpush"
 )
 
-// ConfigTarget is where rendered router files go; the seam lives in adapters
-// (adapters/configmap implements it for a directory).
-//
-// Deprecated: use adapters.ConfigTarget.
-type ConfigTarget = adapters.ConfigTarget
-
 // ErrUnknownInstance is returned for a command naming a router instance the executor
 // cannot find.
 var ErrUnknownInstance = errors.New("driver: unknown router instance")
@@ -24,7 +18,7 @@ var ErrUnknownInstance = errors.New("driver: unknown router instance")
 // ConfigPushExecutor executes configpush commands: WriteFiles on the Target, Reload as the
 // instance's Apply, Observe as its Observe.
 type ConfigPushExecutor struct {
-	Target ConfigTarget
+	Target adapters.ConfigTarget
 	// Instance finds a router instance by id (see Lookup).
 	Instance func(id string) (adapters.RouterInstance, bool)
 	// OnOutcome, when set, receives every push's Outcome (it is logged either way).

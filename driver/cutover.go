@@ -28,7 +28,7 @@ var ErrNoResharder = errors.New("driver: instance cannot reshard")
 type CutoverExecutor struct {
 	DB     adapters.DBRef
 	Store  adapters.ShardMapStore
-	Target ConfigTarget
+	Target adapters.ConfigTarget
 	// Render renders a record into the routers' files: kernel/render.PgDog with the
 	// deployment's credentials and options.
 	Render func(*shardmap.Record) (render.Files, error)

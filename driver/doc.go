@@ -1,18 +1,19 @@
 // Package driver runs a machine from loam.dev/router/machine against the real seams: it
 // executes each command through an adapter, feeds the reply back as an input, turns timer
-// commands into real timers, supplies the real clock and a crypto-seeded random generator,
-// writes SpecEvents as JSON lines to LOAM_SPEC_TRACE when it is set, logs with log/slog, and
-// keeps the machine's snapshot in an adapters.BlobStore so a killed driver resumes. It has
-// no protocol logic: what to do, when to retry and when to give up are the machine's.
+// commands into timers, supplies the clock (the real one unless Config.Clock says
+// otherwise) and a crypto-seeded random generator, writes SpecEvents as JSON lines to
+// LOAM_SPEC_TRACE when it is set, logs with log/slog, and keeps the machine's snapshot in
+// an adapters.BlobStore so a killed driver resumes. It has no protocol logic: what to do,
+// when to retry and when to give up are the machine's.
 //
 // One Run is the loop of machine/doc.go, with one ordering rule taken from raft's Ready
 // (save the state before sending the messages it produced):
 //
 //	m := restore or new                      // restored: feed kind.Restarted first
 //	for {
-//	    cmds := m.On(ctx, inputs that are ready)   // Now = real clock, Rand = ChaCha8
+//	    cmds := m.On(ctx, inputs that are ready)   // Now = Config.Clock, Rand = ChaCha8
 //	    store.PutBlob("machine/<kind>/<id>", json(m.Snapshot()))   // BEFORE executing
-//	    for each cmd: SetTimer → time.AfterFunc; CancelTimer → Stop;
+//	    for each cmd: SetTimer → Config.Clock.At; CancelTimer → its stop;
 //	                  anything else → kind.Exec.Execute in its own goroutine (or, when
 //	                  kind.Ordered says so, on one worker in issue order)
 //	    wait for a reply, a timer, an outside input, or ctx to end

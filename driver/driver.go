@@ -33,8 +33,13 @@ type Config[In any] struct {
 	Inputs <-chan In
 	// CallTimeout bounds every Execute call (default one minute). Machines set their own
 	// deadlines and give up on a silent peer; this only ends the hung call itself, so a run
-	// does not wait for ever on an adapter that never returns.
+	// does not wait for ever on an adapter that never returns. It is real time whatever
+	// Clock says.
 	CallTimeout time.Duration
+	// Clock is the time the machine goes by: ctx.Now of every step, and the clock its
+	// timers fire on. Nil is the real clock; a *FakeClock lets a test move it (see
+	// ExampleFakeClock).
+	Clock Clock
 	// Drain, when closed, asks for a graceful stop (a daemon's SIGTERM): no further command
 	// is started and no timer fires, the commands already executing finish and their
 	// replies are fed and saved, then Run returns ErrDrained. What the last steps issued is
@@ -62,8 +67,9 @@ var ErrRestore = errors.New("driver: cannot restore the machine's snapshot")
 // start, in order.
 //
 // Each step: the inputs that are ready are fed to On in arrival order, with ctx.Now from
-// the real clock and Rand from a ChaCha8 generator seeded from crypto/rand; the snapshot is
-// saved; only then are the commands executed — timer commands as real timers, the others
+// cfg.Clock (the real clock by default) and Rand from a ChaCha8 generator seeded from
+// crypto/rand; the snapshot is saved; only then are the commands executed — timer commands
+// as timers on cfg.Clock, the others
 // through kind.Exec, concurrently unless kind.Ordered says otherwise. Every reply becomes
 // an input of a later step. Saving before executing means a killed driver loses no
 // command: the next one re-issues whatever had no reply yet, under the same step id.
@@ -97,6 +103,9 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
 	r := &run[In, Cmd, Snap]{
 		kind: kind, cfg: cfg, log: logger, key: SnapshotKey(kind.Name, cfg.ID),
 		mctx:    &machine.Ctx{Rand: rand.New(rand.NewChaCha8(seed)), Trace: sink},
@@ -108,7 +117,7 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 	defer func() {
 		cancel()
 		for _, t := range r.timers {
-			t.t.Stop()
+			t.stop()
 		}
 		r.wg.Wait()
 	}()
@@ -147,7 +156,7 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 			drain, inputs = nil, nil
 			r.draining = true
 			for id, t := range r.timers {
-				t.t.Stop()
+				t.stop()
 				delete(r.timers, id)
 			}
 			logger.Info("draining: starting nothing new, waiting for the commands in flight", "inflight", r.inflight)
@@ -202,8 +211,8 @@ type result[In any] struct {
 }
 
 type timer struct {
-	t   *time.Timer
-	seq uint64
+	stop func() bool
+	seq  uint64
 }
 
 type firing struct {
@@ -242,7 +251,7 @@ func (r *run[In, Cmd, Snap]) load(ctx context.Context) ([]In, error) {
 func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 	var cmds []Cmd
 	for _, in := range inputs {
-		r.mctx.Now = time.Now().UnixMilli()
+		r.mctx.Now = r.cfg.Clock.Now().UnixMilli()
 		cmds = append(cmds, r.m.On(r.mctx, in)...)
 	}
 	if err := r.save(ctx); err != nil {
@@ -286,7 +295,7 @@ func (r *run[In, Cmd, Snap]) dispatch(ctx context.Context, c Cmd) {
 		return
 	case interface{ CancelledTimer() machine.CancelTimer }:
 		if old, ok := r.timers[t.CancelledTimer().ID]; ok {
-			old.t.Stop()
+			old.stop()
 			delete(r.timers, t.CancelledTimer().ID)
 		}
 		return
@@ -340,12 +349,11 @@ func (r *run[In, Cmd, Snap]) collect(queue []In, res result[In]) []In {
 
 func (r *run[In, Cmd, Snap]) setTimer(ctx context.Context, st machine.SetTimer) {
 	if old, ok := r.timers[st.ID]; ok {
-		old.t.Stop()
+		old.stop()
 	}
 	r.seq++
 	f := firing{id: st.ID, seq: r.seq}
-	d := time.Until(time.UnixMilli(st.At))
-	r.timers[st.ID] = &timer{seq: f.seq, t: time.AfterFunc(d, func() {
+	r.timers[st.ID] = &timer{seq: f.seq, stop: r.cfg.Clock.At(time.UnixMilli(st.At), func() {
 		select {
 		case r.fired <- f:
 		case <-ctx.Done():

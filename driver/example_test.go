@@ -110,3 +110,28 @@ func ExampleConfigPush() {
 	// Outcome gen=4 confirmed=(pgdog-0,pgdog-1,pgdog-2)
 	// idle: <nil>
 }
+
+// A run on a FakeClock: the machine sets an alarm an hour ahead of ctx.Now, and the test
+// moves the clock instead of waiting. WaitPending returns once the run has set the timer;
+// Advance calls what it makes due before it returns.
+func ExampleFakeClock() {
+	clock := driver.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	kind := alarmKind(&alarm{}, func(at time.Time) { fmt.Println("rang at", at.UTC().Format(time.TimeOnly)) })
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		done <- driver.Run(ctx, kind, driver.Config[alarmInput]{ID: "demo", Logger: quiet, Clock: clock}, alarmInput(alarmStart{After: time.Hour}))
+	}()
+	if err := clock.WaitPending(ctx, 1); err != nil {
+		fmt.Println(err)
+		return
+	}
+	clock.Advance(59 * time.Minute)
+	fmt.Println("timers pending after 59 minutes:", clock.Pending())
+	clock.Advance(time.Minute)
+	fmt.Println("idle:", <-done)
+	// Output:
+	// timers pending after 59 minutes: 1
+	// rang at 13:00:00
+	// idle: <nil>
+}

@@ -17,11 +17,6 @@ type PreparedLister interface {
 	Prepared(ctx context.Context) ([]adapters.PreparedXact, error)
 }
 
-// Roster lists a database's live router processes; the seam lives in adapters.
-//
-// Deprecated: use adapters.Roster.
-type Roster = adapters.Roster
-
 // AlertSink receives the monitor's alerts. Raise is an upsert by Alert.ID; Clear of an
 // unknown id is not an error. Both may see the same request again (the monitor re-sends
 // until acknowledged) and must treat it as one.

@@ -41,6 +41,9 @@ var _ adapters.ConfigTarget = (*Dir)(nil)
 
 // NewDir returns the target for path, creating the directory if it does not exist.
 func NewDir(path string) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("configmap: no directory given (name the directory the router instances read their files from)")
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("configmap: directory %q: %w", path, err)

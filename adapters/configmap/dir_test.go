@@ -94,6 +94,32 @@ func TestWriteFiles(t *testing.T) {
 	require.Equal(t, uint64(5), g)
 }
 
+// TestTakesOverPlainFiles: a directory an instance was first started with, holding plain
+// files of its own, is taken over by the first write: the files become links into the
+// generation, nothing is left but the layout, and a path that is not a file of the
+// generation is left alone.
+func TestTakesOverPlainFiles(t *testing.T) {
+	path := t.TempDir()
+	for _, name := range []string{"pgdog.toml", "users.toml", "notes.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(path, name), []byte("hand-written\n"), 0o600))
+	}
+	d, err := configmap.NewDir(path)
+	require.NoError(t, err)
+	require.NoError(t, d.WriteFiles(context.Background(), 1, gen(t, 1)))
+	for _, name := range []string{"pgdog.toml", "users.toml"} {
+		require.Equal(t, "# "+name+" generation 1\n", read(t, path, name))
+		target, err := os.Readlink(filepath.Join(path, name))
+		require.NoError(t, err, "%s is a link now", name)
+		require.Equal(t, "..data/"+name, target)
+	}
+	require.Equal(t, "hand-written\n", read(t, path, "notes.txt"))
+	require.Empty(t, entries(t, path, "..tmp"), "no temporary link is left")
+	require.Len(t, entries(t, path, "..g"), 1)
+
+	_, err = configmap.NewDir("")
+	require.ErrorContains(t, err, "no directory given", "an empty path is not the working directory")
+}
+
 // TestOlderGenerationRefused: a write of an older generation (a retry that timed out and
 // landed late) changes nothing and says so with ErrNewerGeneration and the generations.
 func TestOlderGenerationRefused(t *testing.T) {

@@ -20,7 +20,8 @@
 //     reached, or the connection broke under a command, matches adapters.ErrUnreachable.
 //   - RELOAD re-reads only the files the process was started with (--config, --users), and
 //     no command accepts config content. Apply therefore writes the rendered files into the
-//     instance's directory (Config.Dir), each atomically (WriteFiles), then sends RELOAD.
+//     instance's directory (Config.Dir) through adapters/configmap, whose links switch to a
+//     whole new generation at once and refuse to go back to an older one, then sends RELOAD.
 //   - PgDog has no config generation and SHOW CONFIG shows [general] values only. The
 //     generation is read from SHOW POOLS instead: kernel/render's files create a marker
 //     pool (database <db>__generation_<g>, user __loam_generation) that exists only when both

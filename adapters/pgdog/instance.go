@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/kernel/render"
 )
 
@@ -25,8 +26,16 @@ type Config struct {
 	// password. TLS settings go here too.
 	Admin string
 	// Dir is the directory holding the files the instance was started with (its --config
-	// and --users). Apply writes there: PgDog's RELOAD re-reads only those paths.
+	// and --users). Apply writes there: PgDog's RELOAD re-reads only those paths. It is
+	// laid out by adapters/configmap: start PgDog with --config <Dir>/pgdog.toml and
+	// --users <Dir>/users.toml, links that every generation replaces at once.
 	Dir string
+	// Target, when set, is where Apply writes instead of a configmap.Dir on Dir: the one
+	// target of the directory several instances read (so that one lock orders their
+	// writes), or a target of another kind. Its WriteFiles must have put the files where
+	// the instance reads them by the time it returns; Dir then only names that place in
+	// errors.
+	Target adapters.ConfigTarget
 	// Database is the PgDog database whose generation Observe and Apply read from SHOW POOLS
 	// (the record's router name; see render.GenerationFromPools).
 	Database string
@@ -40,8 +49,9 @@ type Config struct {
 // message; after a FATAL error (PgDog closes the connection) or a broken connection the
 // next command reconnects.
 type Instance struct {
-	cfg  Config
-	conn *pgconn.Config
+	cfg    Config
+	conn   *pgconn.Config
+	target adapters.ConfigTarget // cfg.Target, or a configmap.Dir on cfg.Dir; nil without either
 
 	mu     sync.Mutex
 	pc     *pgconn.PgConn
@@ -50,7 +60,8 @@ type Instance struct {
 
 var _ adapters.RouterInstance = (*Instance)(nil)
 
-// New checks cfg; it does not connect (the first command does).
+// New checks cfg and, without Config.Target, opens the directory Config.Dir (creating it
+// if it does not exist); it does not connect (the first command does).
 func New(cfg Config) (*Instance, error) {
 	if cfg.ID == "" {
 		return nil, errors.New("pgdog: Config.ID is empty; name the instance")
@@ -68,7 +79,15 @@ func New(cfg Config) (*Instance, error) {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
 	cc.ConnectTimeout = cfg.ConnectTimeout
-	return &Instance{cfg: cfg, conn: cc}, nil
+	target := cfg.Target
+	if target == nil && cfg.Dir != "" {
+		d, err := configmap.NewDir(cfg.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("pgdog: instance %s: %w", cfg.ID, err)
+		}
+		target = d
+	}
+	return &Instance{cfg: cfg, conn: cc, target: target}, nil
 }
 
 // ID implements adapters.RouterInstance.
@@ -424,12 +443,18 @@ func (i *Instance) Observe(ctx context.Context) (adapters.Observed, error) {
 	return o, nil
 }
 
-// Apply implements adapters.RouterInstance: write files into Config.Dir (each atomically,
-// WriteFiles), RELOAD, then read SHOW POOLS. The generation must show there: files rendered
-// by kernel/render carry a marker, and an instance that reloaded without showing it did not
-// read Config.Dir (ErrNotLoaded).
+// Apply implements adapters.RouterInstance: write the files as generation (through
+// Config.Target, by default a configmap.Dir on Config.Dir: every file of the generation
+// replaces the last at once), RELOAD, then read SHOW POOLS. A generation older than the
+// one in place is refused before anything is reloaded (the error matches
+// adapters.ErrNewerGeneration): a late Apply never takes an instance backwards. The
+// generation must show in SHOW POOLS: files rendered by kernel/render carry a marker, and
+// an instance that reloaded without showing it did not read Config.Dir (ErrNotLoaded).
 func (i *Instance) Apply(ctx context.Context, generation uint64, files render.Files) (adapters.Applied, error) {
-	if err := WriteFiles(i.cfg.Dir, files); err != nil {
+	if i.target == nil {
+		return adapters.Applied{}, i.fail("Apply", "", errors.New("pgdog: no config directory to write the files to (set Config.Dir to the directory of the instance's --config and --users files)"))
+	}
+	if err := i.target.WriteFiles(ctx, generation, files); err != nil {
 		return adapters.Applied{}, i.fail("Apply", "", err)
 	}
 	if err := i.Reload(ctx); err != nil {
@@ -449,7 +474,18 @@ func (i *Instance) Apply(ctx context.Context, generation uint64, files render.Fi
 			got = fmt.Sprintf("generation %d", g)
 		}
 		return adapters.Applied{Generation: g}, i.fail("Apply", "", fmt.Errorf("%w: wrote generation %d into %s and RELOAD succeeded, but SHOW POOLS shows %s for %q (is the instance started with --config and --users in that directory?)",
-			ErrNotLoaded, generation, i.cfg.Dir, got, i.cfg.Database))
+			ErrNotLoaded, generation, i.where(), got, i.cfg.Database))
 	}
 	return adapters.Applied{Generation: g}, nil
+}
+
+// where names the place Apply writes to, for errors.
+func (i *Instance) where() string {
+	if s, ok := i.target.(fmt.Stringer); ok {
+		return s.String()
+	}
+	if i.cfg.Dir == "" {
+		return fmt.Sprintf("the target %T", i.target)
+	}
+	return i.cfg.Dir
 }

@@ -1,8 +1,6 @@
 package pgdog_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -149,27 +147,4 @@ func FuzzCheckName(f *testing.F) {
 			require.NotContains(t, name, ";")
 		}
 	})
-}
-
-func TestWriteFiles(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pgdog.toml"), []byte("old"), 0o600))
-	fs, err := render.NewFiles(render.File{Name: "pgdog.toml", Data: []byte("new config")}, render.File{Name: "users.toml", Data: []byte("new users")})
-	require.NoError(t, err)
-	require.NoError(t, pgdog.WriteFiles(dir, fs))
-	for _, f := range fs {
-		data, err := os.ReadFile(filepath.Join(dir, f.Name))
-		require.NoError(t, err)
-		require.Equal(t, f.Data, data)
-	}
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, entries, 2, "no temporary file is left")
-
-	require.Error(t, pgdog.WriteFiles("", fs), "no directory")
-	require.Error(t, pgdog.WriteFiles(filepath.Join(dir, "missing"), fs))
-	bad := render.Files{{Name: "../escape", Data: []byte("x")}}
-	require.Error(t, pgdog.WriteFiles(dir, bad), "a name that leaves the directory")
-	_, err = os.Stat(filepath.Join(filepath.Dir(dir), "escape"))
-	require.ErrorIs(t, err, os.ErrNotExist)
 }

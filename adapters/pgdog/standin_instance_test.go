@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/adapters/pgdog"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
@@ -112,6 +113,11 @@ func TestStandInApplyReloadsAndReadsGeneration(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(dir, ".*tmp*"))
 	require.NoError(t, err)
 	require.Empty(t, left, "no temporary files are left behind")
+	d, err := configmap.NewDir(dir)
+	require.NoError(t, err)
+	g, err := d.Generation()
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), g, "the directory is laid out by configmap, at the last generation applied")
 
 	pools, err := i.Pools(ctx)
 	require.NoError(t, err)
@@ -153,6 +159,48 @@ func TestStandInApplyOfBadFilesKeepsOldConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), o.Generation, "a RELOAD that fails keeps the config that was loaded")
 	require.Equal(t, 2, s.Logins())
+}
+
+// TestStandInApplyOfOlderGenerationIsRefused: an Apply that arrives after a newer one (a
+// timed-out push retried late) changes neither the files nor the loaded config, and sends
+// no RELOAD.
+func TestStandInApplyOfOlderGenerationIsRefused(t *testing.T) {
+	s, i := applied(t, record(5, "10.0.0.1"))
+	ctx := context.Background()
+	before := len(s.Received())
+	_, err := i.Apply(ctx, 4, renderFiles(t, record(4, "10.0.0.2")))
+	require.ErrorIs(t, err, adapters.ErrNewerGeneration)
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "Apply", re.Op)
+	require.Len(t, s.Received(), before, "nothing was sent")
+	o, err := i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), o.Generation)
+	require.NoError(t, i.Reload(ctx))
+	o, err = i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), o.Generation, "the files in place are still generation 5's")
+}
+
+// TestStandInApplyOverPlainFiles: an instance first started with plain files of its own
+// (before Loam managed it) takes the generation, its paths now links into the layout.
+func TestStandInApplyOverPlainFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range renderFiles(t, record(1, "10.0.0.1")) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o600))
+	}
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	o, err := i.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), o.Generation, "started with the plain files")
+	_, err = i.Apply(ctx, 2, renderFiles(t, record(2, "10.0.0.1", "10.0.0.2")))
+	require.NoError(t, err)
+	target, err := os.Readlink(filepath.Join(dir, render.PgDogConfigFile))
+	require.NoError(t, err)
+	require.Equal(t, "..data/"+render.PgDogConfigFile, target)
 }
 
 func TestStandInApplyToAnotherDirectoryIsNotLoaded(t *testing.T) {

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -15,41 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/driver"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
 )
-
-// skewClock is the clock injected into the monitor: the real clock plus a skew the test
-// moves, so minutes of a transaction's age pass at once. Prepare times come from the
-// servers' real clocks, so a skew of d makes every prepared transaction d older.
-type skewClock struct{ skew atomic.Int64 } // ms
-
-func (c *skewClock) set(d time.Duration) { c.skew.Store(d.Milliseconds()) }
-
-// skewed runs a machine on the injected clock inside the real driver: ctx.Now is the
-// injected time, and timer deadlines go back to the driver on its real clock.
-type skewed struct {
-	m driver.Machine[indoubt.Input, indoubt.Command, indoubt.Snapshot]
-	c *skewClock
-}
-
-func (s skewed) On(ctx *machine.Ctx, in indoubt.Input) []indoubt.Command {
-	skew := s.c.skew.Load()
-	ctx.Now += skew
-	cmds := s.m.On(ctx, in)
-	for i, c := range cmds {
-		if t, ok := c.(indoubt.SetTimer); ok {
-			t.At -= skew
-			cmds[i] = t
-		}
-	}
-	return cmds
-}
-
-func (s skewed) Snapshot() indoubt.Snapshot { return s.m.Snapshot() }
 
 // countingLister counts the scans of one shard; it hands the executor nothing but Prepared.
 type countingLister struct {
@@ -123,8 +97,9 @@ func preparedRows(t *testing.T, s *pgtest.Server) map[string]preparedRow {
 // executor, and this package's Backend on two real shards holding PgDog-style prepared
 // transactions (gids __pgdog_2pc_<deployment>_<instance>_<random>_<shard>) of a live
 // coordinator, a gone one, a restarted one, one without NODE_ID that restarted under a new
-// random id, another deployment's and an application's own. With the monitor's clock
-// injected, nothing is alerted below the threshold; past it exactly the gone, restarted
+// random id, another deployment's and an application's own. On a fake clock
+// (driver.FakeClock) that the test moves round by round, nothing is alerted below the
+// threshold; past it exactly the gone, restarted
 // and foreign ones are; an operator's COMMIT/ROLLBACK PREPARED clears theirs; and every
 // transaction nobody resolved is still prepared, the same transaction, rows unseen.
 func TestRealInDoubtMonitor(t *testing.T) {
@@ -176,40 +151,82 @@ func TestRealInDoubtMonitor(t *testing.T) {
 		Roster: roster,
 		Alerts: sink,
 	}
-	clock := &skewClock{}
-	kind := driver.InDoubt(exec, indoubt.Options{Period: 100 * time.Millisecond, Threshold: threshold, Deployment: deployment})
-	newM, restore := kind.New, kind.Restore
-	kind.New = func() driver.Machine[indoubt.Input, indoubt.Command, indoubt.Snapshot] { return skewed{newM(), clock} }
-	kind.Restore = func(s indoubt.Snapshot) (driver.Machine[indoubt.Input, indoubt.Command, indoubt.Snapshot], error) {
-		m, err := restore(s)
-		return skewed{m, clock}, err
-	}
+	const period = 100 * time.Millisecond
+	clock := driver.NewFakeClock(time.Now())
+	start := clock.Now() // every transaction was prepared before it
+	store := memstore.New()
+	kind := driver.InDoubt(exec, indoubt.Options{Period: period, Threshold: threshold, Deployment: deployment})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- driver.Run(runCtx, kind, driver.Config[indoubt.Input]{ID: "ns/app", Trace: machine.Discard, Logger: slog.New(slog.DiscardHandler)}, indoubt.Input(indoubt.Track{Shards: []string{"s0", "s1"}}))
+		done <- driver.Run(runCtx, kind, driver.Config[indoubt.Input]{ID: "ns/app", Store: store, Clock: clock, Trace: machine.Discard, Logger: slog.New(slog.DiscardHandler)},
+			indoubt.Input(indoubt.Track{Shards: []string{"s0", "s1"}}))
 	}()
 	defer func() {
 		stop()
 		require.ErrorIs(t, <-done, context.Canceled)
 	}()
-	rounds := func(n int64) {
+	// monitor is the monitor's state as the driver saved it after its last step, with the
+	// number of rounds closed (every reply in, the alerts decided).
+	monitor := func() (indoubt.Snapshot, int) {
+		b, err := store.GetBlob(ctx, driver.SnapshotKey(kind.Name, "ns/app"))
+		if errors.Is(err, adapters.ErrNotFound) {
+			return indoubt.Snapshot{}, 0
+		}
+		require.NoError(t, err)
+		var s indoubt.Snapshot
+		require.NoError(t, json.Unmarshal(b.Data, &s))
+		if s.Open {
+			return s, int(s.Round) - 1
+		}
+		return s, int(s.Round)
+	}
+	// closed waits until n rounds have closed, and checks every reply of the last one came
+	// within it.
+	closed := func(n int) {
 		t.Helper()
-		from := [2]int64{listers["s0"].scans.Load(), listers["s1"].scans.Load()}
-		require.Eventually(t, func() bool {
-			return listers["s0"].scans.Load() >= from[0]+n && listers["s1"].scans.Load() >= from[1]+n
-		}, 20*time.Second, 10*time.Millisecond, "the monitor stopped scanning")
+		require.Eventually(t, func() bool { _, c := monitor(); return c >= n }, 20*time.Second, 5*time.Millisecond, "round %d did not close", n)
+		s, _ := monitor()
+		require.True(t, s.Roster.Fresh, "the roster answered within the round")
+		for _, sh := range s.Shards {
+			require.Zero(t, sh.Failures, "shard %s answered within the round: %s", sh.Name, sh.Err)
+		}
+	}
+	// round moves the clock to at, where the round timer the last (closed) round set is
+	// due, and waits until the round that opens then has closed too.
+	round := func(at time.Time) {
+		t.Helper()
+		_, n := monitor()
+		wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		require.NoError(t, clock.WaitPending(wait, 1), "the monitor sets its round timer")
+		clock.Set(at)
+		closed(n + 1)
+	}
+	rounds := func(at time.Time, n int) {
+		t.Helper()
+		round(at)
+		for range n - 1 {
+			round(clock.Now().Add(period))
+		}
+	}
+	// quiet checks that no alert was decided or raised.
+	quiet := func(msg string) {
+		t.Helper()
+		s, _ := monitor()
+		require.Empty(t, s.Alerts, msg)
+		raised, _ := sink.snapshot()
+		require.Empty(t, raised, msg)
 	}
 
-	rounds(3)
-	raised, _ := sink.snapshot()
-	require.Empty(t, raised, "nothing is alerted while every transaction is younger than the threshold")
-	clock.set(threshold - 30*time.Second)
-	rounds(3)
-	raised, _ = sink.snapshot()
-	require.Empty(t, raised, "nothing is alerted 30s before the threshold")
+	closed(1)
+	rounds(clock.Now().Add(period), 2)
+	quiet("nothing is alerted while every transaction is younger than the threshold")
+	rounds(start.Add(threshold-30*time.Second), 3)
+	quiet("nothing is alerted 30s before the threshold")
 
-	clock.set(threshold + time.Minute)
+	rounds(start.Add(threshold+time.Minute), 1)
+	var raised map[string]indoubt.Alert
 	want := map[string]indoubt.Reason{
 		"coordinator/node-1":   indoubt.ReasonGone,
 		"coordinator/node-2":   indoubt.ReasonRestarted,
@@ -218,7 +235,7 @@ func TestRealInDoubtMonitor(t *testing.T) {
 		"foreign/s1":           indoubt.ReasonForeign,
 	}
 	require.Eventually(t, func() bool { raised, _ = sink.snapshot(); return len(raised) == len(want) }, 20*time.Second, 10*time.Millisecond)
-	rounds(3)
+	rounds(clock.Now().Add(period), 3)
 	raised, _ = sink.snapshot()
 	got := map[string]indoubt.Reason{}
 	parts := map[string][]string{}
@@ -251,8 +268,9 @@ func TestRealInDoubtMonitor(t *testing.T) {
 	operator("s1", "COMMIT PREPARED", gid("node-1", 1, 1))
 	operator("s1", "COMMIT PREPARED", gid("node-1", 7, 1))
 	operator("s0", "ROLLBACK PREPARED", "app own gid")
+	rounds(clock.Now().Add(period), 1)
 	require.Eventually(t, func() bool { raised, _ = sink.snapshot(); return len(raised) == 3 }, 20*time.Second, 10*time.Millisecond)
-	rounds(3)
+	rounds(clock.Now().Add(period), 3)
 	raised, history := sink.snapshot()
 	require.ElementsMatch(t, []string{"coordinator/node-2", "coordinator/a45f12bc", "foreign/s1"}, slices.Collect(maps.Keys(raised)))
 	require.Contains(t, history, "clear coordinator/node-1")

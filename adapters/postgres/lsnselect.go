@@ -57,7 +57,11 @@ type CausalSelector struct {
 func NewCausalSelector(cfg CausalConfig) *CausalSelector {
 	s := &CausalSelector{}
 	s.core = newSelector(cfg, func(ctx context.Context, ep lsn.Endpoint, pool any) (*pgxpool.Conn, error) {
-		return pool.(*pgxpool.Pool).Acquire(ctx)
+		p, _ := pool.(*pgxpool.Pool)
+		if p == nil {
+			return nil, fmt.Errorf("%w: %s is monitored only (added with a nil pool)", ErrUnknownEndpoint, ep)
+		}
+		return p.Acquire(ctx)
 	})
 	return s
 }
@@ -65,7 +69,8 @@ func NewCausalSelector(cfg CausalConfig) *CausalSelector {
 // AddEndpoint registers the application's pool for ep and, when monitor is not nil, starts
 // polling ep's progress on a separate connection configured by monitor (the pool's own
 // ConnConfig is a fine choice: the poller copies it and opens its own connection). Without a
-// monitor, feed samples with Observe.
+// monitor, feed samples with Observe. A nil pool monitors ep without serving requests from
+// it (a daemon that only shows the view): a route to it fails with ErrUnknownEndpoint.
 func (s *CausalSelector) AddEndpoint(ep lsn.Endpoint, pool *pgxpool.Pool, monitor *pgx.ConnConfig) error {
 	return s.core.addEndpoint(ep, pool, monitor)
 }
@@ -81,6 +86,23 @@ func (s *CausalSelector) Observe(ep lsn.Endpoint, sample lsn.Sample) { s.core.ob
 // Stats is the stats_pgsql_lsn view: one row per physical endpoint, host, port and its latest
 // position, or none (NULL) when its progress is unknown or withdrawn.
 func (s *CausalSelector) Stats() []lsn.Row { return s.core.stats() }
+
+// MonitorRow is a row of the stats view with what the monitor retains for the endpoint.
+type MonitorRow struct {
+	lsn.Row
+	// Samples is how many successful samples the endpoint's history retains (progress and
+	// age pruning bound it: see kernel/lsn).
+	Samples int
+	// Bytes is what that history holds in memory.
+	Bytes int
+	// Age is how long ago the latest sample, successful or not, was sent: about the poll
+	// interval while the monitor runs.
+	Age time.Duration
+}
+
+// MonitorStats is Stats with each endpoint's retention and the age of its latest sample,
+// for metrics.
+func (s *CausalSelector) MonitorStats() []MonitorRow { return s.core.monitorStats() }
 
 // Frontend returns the handle of one application session (a user session, a request
 // context, a worker: whatever must read its own writes). Handles with the same id share
@@ -292,6 +314,20 @@ func (s *selector[C]) stats() []lsn.Row {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m.Rows()
+}
+
+func (s *selector[C]) monitorStats() []MonitorRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	rows := s.m.Rows()
+	out := make([]MonitorRow, len(rows))
+	for i, r := range rows {
+		h := s.m.History(r.Endpoint)
+		latest, _ := h.Latest()
+		out[i] = MonitorRow{Row: r, Samples: h.Len(), Bytes: h.Footprint(), Age: time.Duration(now-latest.Sent) * time.Millisecond}
+	}
+	return out
 }
 
 // acquire asks the machine where request may go (waiting if it must), then acquires from the

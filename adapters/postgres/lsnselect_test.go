@@ -155,3 +155,47 @@ func TestSelectorFailsAtAcquisitionDeadline(t *testing.T) {
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 60*time.Millisecond+time.Second/2, "the earlier context deadline bounds the wait")
 }
+
+// TestSelectorMonitorStats: the view's row of each endpoint comes with its retained samples
+// (a repeated position replaces the previous sample, an unknown poll withdraws the position
+// but keeps the history) and the age of its latest sample.
+func TestSelectorMonitorStats(t *testing.T) {
+	clock, now := manualClock(1000)
+	s := fakeSelector(t, CausalConfig{Clock: clock})
+	s.observe(tp, lsn.Observed(1000, 100))
+	s.observe(tp, lsn.Observed(1010, 200))
+	s.observe(tp, lsn.Observed(1020, 200)) // progress pruning: replaces the sample at 1010
+	s.observe(tp, lsn.Observed(1030, 300))
+	s.observe(ts1, lsn.Observed(1000, 100))
+	s.observe(ts1, lsn.Unknown(1010))
+	now.Store(1050)
+	rows := s.monitorStats()
+	require.Len(t, rows, 2, "endpoints never sampled have no row yet")
+	require.Equal(t, tp, rows[0].Endpoint)
+	require.True(t, rows[0].Known)
+	require.Equal(t, lsn.LSN(300), rows[0].LSN)
+	require.Equal(t, 3, rows[0].Samples)
+	require.Equal(t, 20*time.Millisecond, rows[0].Age)
+	require.Greater(t, rows[0].Bytes, 3*16)
+	require.Equal(t, ts1, rows[1].Endpoint)
+	require.False(t, rows[1].Known, "an unknown latest poll withdraws the position")
+	require.Equal(t, 1, rows[1].Samples, "the history keeps the last known sample")
+	require.Equal(t, 40*time.Millisecond, rows[1].Age)
+	for i, r := range s.stats() {
+		require.Equal(t, r, rows[i].Row, "the same rows as the view")
+	}
+}
+
+// TestMonitorOnlyEndpointRefusesRequests: an endpoint added without a pool is monitored, and
+// a request routed to it fails instead of panicking.
+func TestMonitorOnlyEndpointRefusesRequests(t *testing.T) {
+	sel := NewCausalSelector(CausalConfig{AcquireTimeout: time.Second})
+	defer sel.Close()
+	require.NoError(t, sel.AddEndpoint(tp, nil, nil))
+	require.NoError(t, sel.SetHostgroup(1, tp))
+	sel.Observe(tp, lsn.Observed(1, 42))
+	require.Equal(t, []lsn.Row{{Endpoint: tp, LSN: 42, Known: true}}, sel.Stats())
+	_, err := sel.Frontend("f").Acquire(context.Background(), 1)
+	require.ErrorIs(t, err, ErrUnknownEndpoint)
+	require.ErrorContains(t, err, "monitored only")
+}

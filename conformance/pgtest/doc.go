@@ -19,4 +19,8 @@
 //
 // A typical package shares one server among its tests through a sync.Once-style helper and
 // gives each test its own database with CreateDatabase.
+//
+// Programs that want the same throwaway servers outside a test (loamrouter's demo) use
+// StartContext, which returns errors instead of skipping, and stop the server themselves
+// with Close (stop and remove) or Stop (stop, keep the files to look at).
 package pgtest

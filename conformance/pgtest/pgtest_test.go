@@ -45,7 +45,7 @@ func TestRealTwoServers(t *testing.T) {
 	b.Exec(t, "postgres", "CREATE TABLE only_on_b (x int)")
 	require.Equal(t, "only_on_a", a.QueryString(t, "postgres", "SELECT string_agg(relname, ',') FROM pg_class WHERE relname LIKE 'only_on_%'"))
 	require.Equal(t, "only_on_b", b.QueryString(t, "postgres", "SELECT string_agg(relname, ',') FROM pg_class WHERE relname LIKE 'only_on_%'"))
-	b.Stop(t)
+	require.NoError(t, b.Stop())
 	require.Equal(t, "1", a.QueryString(t, "postgres", "SELECT 1::text"), "stopping one must not touch the other")
 }
 
@@ -156,10 +156,46 @@ func TestRealShared(t *testing.T) {
 
 // TestRealBadSettingQuotesLog: a server that cannot start fails with its log.
 func TestRealBadSettingQuotesLog(t *testing.T) {
-	Start(t).Stop(t) // skips here without binaries
-	s, err := start([]Option{WithSetting("no_such_setting", "1")})
+	require.NoError(t, Start(t).Stop()) // skips here without binaries
+	s, err := StartContext(t.Context(), WithSetting("no_such_setting", "1"))
 	require.Nil(t, s)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `unrecognized configuration parameter "no_such_setting"`)
 	require.Contains(t, err.Error(), "exited while starting")
+}
+
+// TestRealStartContext: a program's server (no testing.TB) runs until Stop, which keeps its
+// files, and Close removes them; a cancelled context or a machine without PostgreSQL is an
+// error to return, not a skip.
+func TestRealStartContext(t *testing.T) {
+	require.NoError(t, Start(t).Stop()) // skips here without binaries
+	s, err := StartContext(t.Context(), WithSetting("max_connections", "30"))
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, "30", s.QueryString(t, "postgres", "SHOW max_connections"))
+	require.NoError(t, s.Stop())
+	require.NoError(t, s.Stop(), "stopping twice is harmless")
+	require.ErrorIs(t, syscall.Kill(s.cmd.Process.Pid, 0), syscall.ESRCH, "postmaster still running after Stop")
+	require.FileExists(t, filepath.Join(s.DataDir, "PG_VERSION"), "Stop keeps the files")
+	require.NoError(t, s.Close())
+	require.NoDirExists(t, s.DataDir)
+
+	// A temp dir of its own (searchable by the postgres user), to see what a failed start
+	// leaves in it.
+	tmp := t.TempDir()
+	require.NoError(t, os.Chmod(tmp, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(tmp), 0o755))
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s, err = StartContext(ctx)
+	require.Nil(t, s)
+	require.ErrorIs(t, err, context.Canceled)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "a failed start leaves no directory behind")
+
+	t.Setenv(EnvBinDir, t.TempDir())
+	_, err = StartContext(t.Context())
+	require.ErrorIs(t, err, ErrNoBinaries)
 }

@@ -47,7 +47,7 @@ const startTimeout = 60 * time.Second
 // LOAM_REQUIRE_REAL=1); any other failure fails the test, quoting the server's log.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := start(opts)
+	s, err := start(context.Background(), opts)
 	if err != nil {
 		fail(t, err)
 	}
@@ -69,7 +69,14 @@ func fail(t testing.TB, err error) {
 	t.Fatal(err)
 }
 
-func start(opts []Option) (*Server, error) {
+// StartContext starts a new primary server for a program rather than a test (the demo of
+// loamrouter): the same server Start makes, but failures are returned (wrapping
+// ErrNoBinaries when this machine has no PostgreSQL), ctx bounds the wait for it to accept
+// connections, and stopping it is the caller's: Close stops it and removes its files, Stop
+// only stops it.
+func StartContext(ctx context.Context, opts ...Option) (*Server, error) { return start(ctx, opts) }
+
+func start(ctx context.Context, opts []Option) (*Server, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -90,7 +97,7 @@ func start(opts []Option) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.configureAndStart(opts); err != nil {
+	if err := s.configureAndStart(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -107,7 +114,7 @@ func newServer(bin string, o owner) (*Server, error) {
 }
 
 // Close stops the server (fast shutdown) if it runs and removes its files. Start's cleanup
-// calls it; call it yourself only for a server you got from a Shared.
+// calls it; call it yourself for a server from StartContext or a Shared.
 func (s *Server) Close() error {
 	err := s.shutdown()
 	if rmErr := os.RemoveAll(s.root); rmErr != nil && err == nil {
@@ -118,7 +125,7 @@ func (s *Server) Close() error {
 
 // configureAndStart writes the settings and starts the postmaster on a free port, trying
 // again on another port if one was taken in the meantime by someone else.
-func (s *Server) configureAndStart(opts []Option) error {
+func (s *Server) configureAndStart(ctx context.Context, opts []Option) error {
 	var c config
 	for _, opt := range opts {
 		opt(&c)
@@ -129,7 +136,7 @@ func (s *Server) configureAndStart(opts []Option) error {
 	}
 	var err error
 	for range 5 {
-		if err = s.startPostmaster(); err == nil || !errors.Is(err, errPortTaken) {
+		if err = s.startPostmaster(ctx); err == nil || !errors.Is(err, errPortTaken) {
 			break
 		}
 	}
@@ -168,7 +175,7 @@ func freePort() (int, error) {
 func (s *Server) logPath() string { return filepath.Join(s.root, "postgres.log") }
 
 // startPostmaster runs postgres in the background and waits until it accepts connections.
-func (s *Server) startPostmaster() error {
+func (s *Server) startPostmaster(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -189,7 +196,7 @@ func (s *Server) startPostmaster() error {
 		cmd.Wait()
 		close(s.exited)
 	}()
-	if err := s.waitReady(); err != nil {
+	if err := s.waitReady(ctx); err != nil {
 		s.kill()
 		logText := s.logTail()
 		if strings.Contains(logText, "Address already in use") {
@@ -200,21 +207,23 @@ func (s *Server) startPostmaster() error {
 	return nil
 }
 
-// waitReady polls until the server accepts a connection, the postmaster exits, or the
-// timeout passes.
-func (s *Server) waitReady() error {
+// waitReady polls until the server accepts a connection, the postmaster exits, the
+// timeout passes or ctx ends.
+func (s *Server) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(startTimeout)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
 			return fmt.Errorf("pgtest: postgres on port %d exited while starting (%v)", s.Port, s.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("pgtest: waiting for postgres on port %d to accept connections: %w", s.Port, ctx.Err())
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(cctx, s.DSN("postgres"))
 		if err == nil {
-			conn.Close(ctx)
+			conn.Close(cctx)
 			cancel()
 			return nil
 		}
@@ -237,14 +246,9 @@ func (s *Server) logTail() string {
 	return string(b)
 }
 
-// Stop shuts the server down now (fast shutdown: open sessions are ended, no data is lost);
-// the cleanup registered by Start then only removes its files. Stopping twice is harmless.
-func (s *Server) Stop(t testing.TB) {
-	t.Helper()
-	if err := s.shutdown(); err != nil {
-		t.Fatal(err)
-	}
-}
+// Stop shuts the server down now (fast shutdown: open sessions are ended, no data is lost)
+// and keeps its files; Close (or Start's cleanup) removes them. Stopping twice is harmless.
+func (s *Server) Stop() error { return s.shutdown() }
 
 func (s *Server) shutdown() error {
 	var err error

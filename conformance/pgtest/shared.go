@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"context"
 	"sync"
 	"testing"
 )
@@ -38,7 +39,7 @@ func NewShared(opts ...Option) *Shared { return &Shared{opts: opts} }
 // Get returns the shared server, starting it on first use.
 func (sh *Shared) Get(t testing.TB) *Server {
 	t.Helper()
-	sh.once.Do(func() { sh.srv, sh.err = start(sh.opts) })
+	sh.once.Do(func() { sh.srv, sh.err = start(context.Background(), sh.opts) })
 	if sh.err != nil {
 		fail(t, sh.err)
 	}

@@ -39,7 +39,7 @@ func (s *Server) startStandby(opts []Option) (*Server, error) {
 		sb.Close()
 		return nil, fmt.Errorf("pgtest: making a standby of the server on port %d: %w", s.Port, err)
 	}
-	if err := sb.configureAndStart(opts); err != nil {
+	if err := sb.configureAndStart(context.Background(), opts); err != nil {
 		sb.Close()
 		return nil, err
 	}

@@ -27,7 +27,6 @@ import (
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
-	"loam.dev/router/machine/configpush"
 	"loam.dev/router/machine/cutover"
 )
 
@@ -165,7 +164,7 @@ func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, dig
 	_, err := r.store.CAS(ctx, r.dbRef, 0, g1)
 	require.NoError(t, err)
 	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: cutoverInstances, Database: r.db, User: r.role,
-		MaxConns: 4, Files: r.render(t, g1)})
+		MaxConns: 4, Files: r.render(t, g1), Generation: g1.Generation})
 	require.NoError(t, err)
 	t.Cleanup(r.fleet.Close)
 
@@ -359,28 +358,6 @@ func addDigests(a, b adapters.TableDigest) adapters.TableDigest {
 	return out
 }
 
-// filesTarget is the ConfigMap: every instance's directory, which a restarted instance reads.
-type filesTarget struct {
-	mu  sync.Mutex
-	gen uint64
-	f   *refrouter.Fleet
-}
-
-func (ft *filesTarget) WriteFiles(ctx context.Context, g uint64, files render.Files) error {
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	if g < ft.gen {
-		return fmt.Errorf("files of generation %d are there: %w", ft.gen, configpush.ErrNewerGeneration)
-	}
-	for _, id := range ft.f.IDs() {
-		if err := writeFiles(ft.f.Router(id).Dir(), files); err != nil {
-			return err
-		}
-	}
-	ft.gen = g
-	return nil
-}
-
 // outcome is what a run measured.
 type outcome struct {
 	done                   cutover.Done
@@ -413,7 +390,7 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 		backs[k] = shard{b, k, r}
 	}
 	done := make(chan cutover.Done, 1)
-	exec := &driver.CutoverExecutor{DB: r.dbRef, Store: r.store, Target: &filesTarget{gen: 2, f: r.fleet},
+	exec := &driver.CutoverExecutor{DB: r.dbRef, Store: r.store, Target: r.fleet,
 		Render: func(rec *shardmap.Record) (render.Files, error) {
 			return render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
 		},

@@ -4,8 +4,9 @@
 //
 // A Router is an adapters.RouterInstance. Like a PgDog process it reads pgdog.toml and
 // users.toml from its directory when it starts and again on every reload, and nothing else:
-// Apply writes the rendered files there (each atomically) and reloads, so an instance that
-// restarts comes back on the files the last Apply wrote. From the files it takes, per
+// Apply writes the rendered files there (through adapters/configmap, a whole generation at
+// once) and reloads, so an instance that restarts comes back on the files the last Apply
+// wrote. From the files it takes, per
 // [[databases]] name, the primary of each shard (the shard count is the highest shard
 // number plus one, as in PgDog), the [[sharded_tables]] key with its data_type and mapping
 // rules, and the users.toml passwords; the generation is the kernel/render marker
@@ -26,7 +27,8 @@
 // replicas, two-phase commit, TLS, maintenance mode, and the resharding tasks (COPY_DATA,
 // CUTOVER): end-to-end tests stand in for those with Postgres's own logical replication.
 //
-// Fleet runs N instances of one database, each with its own directory, and StartLoad runs
-// client goroutines writing through them, recording every outcome (acknowledged, refused
-// by a fence, failed) for the checks a cutover test makes.
+// Fleet runs N instances of one database, each with its own directory, and is the
+// adapters.ConfigTarget that writes into all of them, as a ConfigMap every pod mounts.
+// StartLoad runs client goroutines writing through them, recording every outcome
+// (acknowledged, refused by a fence, failed) for the checks a cutover test makes.
 package refrouter

@@ -49,17 +49,18 @@ func ExampleParseFiles() {
 // test runs them. files are the rendered files of the current generation; table t has
 // columns (id bigint primary key, worker int, seq bigint, router text).
 func ExampleFleet() {
-	var files render.Files // from render.PgDog
+	var files render.Files // from render.PgDog, of generation 1
 	root, _ := os.MkdirTemp("", "fleet")
 	defer os.RemoveAll(root)
-	fleet, err := refrouter.OpenFleet(refrouter.FleetOptions{Root: root, N: 3, Database: "app", User: "app", Files: files})
+	fleet, err := refrouter.OpenFleet(refrouter.FleetOptions{Root: root, N: 3, Database: "app", User: "app", Files: files, Generation: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer fleet.Close()
 	load := fleet.StartLoad(context.Background(), refrouter.LoadOptions{Workers: 8, Table: "t"})
-	// ... drive the control plane through fleet.Instance(id) ...
+	// ... drive the control plane through fleet.Instance(id), writing the files of the
+	// next generations through fleet (a ConfigTarget) ...
 	acked, fenced, failed := refrouter.Tally(load.Stop())
 	fmt.Println(acked, fenced, failed)
 }

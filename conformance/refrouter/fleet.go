@@ -3,12 +3,11 @@ package refrouter
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/pgdog"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/kernel/render"
 )
 
@@ -22,18 +21,23 @@ type FleetOptions struct {
 	// Database, User, MaxConns: as in Options, the same for every instance.
 	Database, User string
 	MaxConns       int32
-	// Files are written into every instance's directory before it starts.
-	Files render.Files
+	// Files, rendered for Generation, are written into every instance's directory before
+	// it starts.
+	Files      render.Files
+	Generation uint64
 }
 
 // Fleet is N router instances of one database, each with its own directory, as N PgDog
 // processes each with its own config files. The control plane reaches them one by one
 // (Instance matches the lookup function the drivers take); clients go through Router(id).
+// The fleet itself is the ConfigTarget of all their directories.
 type Fleet struct {
 	mu      sync.Mutex
 	ids     []string
 	routers map[string]*Router
 }
+
+var _ adapters.ConfigTarget = (*Fleet)(nil)
 
 // OpenFleet writes opts.Files into each instance's directory and opens the instances.
 func OpenFleet(opts FleetOptions) (*Fleet, error) {
@@ -46,16 +50,16 @@ func OpenFleet(opts FleetOptions) (*Fleet, error) {
 	f := &Fleet{routers: map[string]*Router{}}
 	for i := 1; i <= opts.N; i++ {
 		id := fmt.Sprintf("%s%d", opts.Prefix, i)
-		dir := filepath.Join(opts.Root, id)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		dir, err := configmap.NewDir(filepath.Join(opts.Root, id))
+		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("refrouter: making %s: %w", dir, err)
+			return nil, fmt.Errorf("refrouter: instance %s: %w", id, err)
 		}
-		if err := pgdog.WriteFiles(dir, opts.Files); err != nil {
+		if err := dir.WriteFiles(context.Background(), opts.Generation, opts.Files); err != nil {
 			f.Close()
-			return nil, err
+			return nil, fmt.Errorf("refrouter: instance %s: %w", id, err)
 		}
-		r, err := Open(Options{ID: id, Dir: dir, Database: opts.Database, User: opts.User, MaxConns: opts.MaxConns})
+		r, err := Open(Options{ID: id, Dir: dir.Path(), Target: dir, Database: opts.Database, User: opts.User, MaxConns: opts.MaxConns})
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -100,6 +104,20 @@ func (f *Fleet) Instances() []adapters.RouterInstance {
 		out = append(out, r)
 	}
 	return out
+}
+
+// WriteFiles implements adapters.ConfigTarget: it writes files as generation into every
+// instance's directory, reachable or not, without reloading any (RELOAD is Apply's). It
+// stops at the first directory that refuses, with its error: one that holds a newer
+// generation matches adapters.ErrNewerGeneration. The directories written before it keep
+// the files, which a retry of the same generation writes again as a no-op.
+func (f *Fleet) WriteFiles(ctx context.Context, generation uint64, files render.Files) error {
+	for _, r := range f.Routers() {
+		if err := r.Target().WriteFiles(ctx, generation, files); err != nil {
+			return fmt.Errorf("refrouter: instance %s: %w", r.ID(), err)
+		}
+	}
+	return nil
 }
 
 // Restart stops instance id and starts it again from its directory: it loads the files

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/pgdog"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/conformance"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/conformance/refrouter"
@@ -130,7 +130,7 @@ func TestRealRouterSuite(t *testing.T) {
 		Open: func(tb conformance.TB) conformance.RouterRig {
 			b := newBackends(t, srv, 3, tableDDL)
 			dir := t.TempDir()
-			require.NoError(tb, writeFiles(dir, b.files(t, 1, []int{0, 1})))
+			writeFiles(tb, dir, 1, b.files(t, 1, []int{0, 1}))
 			rt, err := refrouter.Open(refrouter.Options{ID: "ref-1", Dir: dir, Database: "app", User: appRole})
 			require.NoError(tb, err)
 			rig := &refRig{t: t, b: b, rt: rt}
@@ -227,7 +227,7 @@ func TestRealFleetLoad(t *testing.T) {
 	srv := startServer(t)
 	ddl := "CREATE TABLE t (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON t TO " + appRole
 	b := newBackends(t, srv, 2, ddl)
-	f, err := refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: 3, Database: "app", User: appRole, Files: b.files(t, 1, []int{0, 1})})
+	f, err := refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: 3, Database: "app", User: appRole, Files: b.files(t, 1, []int{0, 1}), Generation: 1})
 	require.NoError(t, err)
 	defer f.Close()
 	l := f.StartLoad(context.Background(), refrouter.LoadOptions{Workers: 4, Table: "t"})
@@ -269,13 +269,19 @@ func TestRealFleetLoad(t *testing.T) {
 	require.Len(t, routers, 3, "the load spreads over every instance")
 }
 
-func writeFiles(dir string, fs render.Files) error { return pgdog.WriteFiles(dir, fs) }
+// writeFiles lays out dir with the files of generation g, as a router's directory is.
+func writeFiles(t conformance.TB, dir string, g uint64, fs render.Files) {
+	t.Helper()
+	d, err := configmap.NewDir(dir)
+	require.NoError(t, err)
+	require.NoError(t, d.WriteFiles(context.Background(), g, fs))
+}
 
 // openRouter opens instance ref-1 on files of generation 1 over backends, closed when t ends.
 func openRouter(t *testing.T, b *backendRig, backends []int) *refrouter.Router {
 	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, writeFiles(dir, b.files(t, 1, backends)))
+	writeFiles(t, dir, 1, b.files(t, 1, backends))
 	rt, err := refrouter.Open(refrouter.Options{ID: "ref-1", Dir: dir, Database: "app", User: appRole})
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
@@ -297,7 +303,7 @@ func TestRealSwapIsCutoverInMemory(t *testing.T) {
 	fs, err := render.PgDog(rec, c, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
 	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, writeFiles(dir, fs))
+	writeFiles(t, dir, rec.Generation, fs)
 	rt, err := refrouter.Open(refrouter.Options{ID: "ref-1", Dir: dir, Database: "app", User: appRole})
 	require.NoError(t, err)
 	defer rt.Close()

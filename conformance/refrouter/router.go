@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/pgdog"
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/kernel/render"
 )
 
@@ -31,8 +31,13 @@ type Options struct {
 	// ID names the instance.
 	ID string
 	// Dir holds the instance's pgdog.toml and users.toml: Open and Reload read them, Apply
-	// writes them first, as PgDog's RELOAD re-reads the files it was started with.
+	// writes them first, as PgDog's RELOAD re-reads the files it was started with. It is
+	// laid out by adapters/configmap: the two names are links into the generation in place.
 	Dir string
+	// Target, when set, is where Apply writes instead of a configmap.Dir on Dir (the one
+	// target of a directory several instances share). Its WriteFiles must have put the
+	// files in Dir by the time it returns.
+	Target adapters.ConfigTarget
 	// Database is the database its clients use (the record's router name).
 	Database string
 	// User is the user its clients log in as; the router connects to the shards as this
@@ -81,6 +86,13 @@ func Open(opts Options) (*Router, error) {
 	if opts.ID == "" || opts.Dir == "" || opts.Database == "" || opts.User == "" {
 		return nil, errors.New("refrouter: Options need ID, Dir, Database and User")
 	}
+	if opts.Target == nil {
+		d, err := configmap.NewDir(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("refrouter: instance %s: %w", opts.ID, err)
+		}
+		opts.Target = d
+	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 4
 	}
@@ -102,6 +114,11 @@ func (r *Router) Dir() string { return r.opts.Dir }
 
 // Options returns the options the instance was opened with (to open it again: a restart).
 func (r *Router) Options() Options { return r.opts }
+
+// Target is where Apply writes the instance's files: Options.Target, or the configmap.Dir
+// on Dir that Open made. Writing there without Apply is what a ConfigMap update is to a
+// pod: the files change, the instance reloads only when told to or when it restarts.
+func (r *Router) Target() adapters.ConfigTarget { return r.opts.Target }
 
 // load reads the files and swaps routing to them; on any error the old routing stays.
 func (r *Router) load() error {
@@ -195,15 +212,17 @@ func (r *Router) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Apply implements adapters.RouterInstance: write the files into Dir (each atomically),
-// then reload. The generation it reports is the one the loaded files carry (their marker,
-// render.GenerationDatabase); if that is not generation, the files are loaded all the same
-// and the error wraps ErrGenerationMismatch.
+// Apply implements adapters.RouterInstance: write the files as generation through Target
+// (all at once; a generation older than the one in place is refused with an error matching
+// adapters.ErrNewerGeneration, and nothing is reloaded), then reload. The generation it
+// reports is the one the loaded files carry (their marker, render.GenerationDatabase); if
+// that is not generation, the files are loaded all the same and the error wraps
+// ErrGenerationMismatch.
 func (r *Router) Apply(ctx context.Context, generation uint64, files render.Files) (adapters.Applied, error) {
 	if err := r.reachable("Apply"); err != nil {
 		return adapters.Applied{}, err
 	}
-	if err := pgdog.WriteFiles(r.opts.Dir, files); err != nil {
+	if err := r.opts.Target.WriteFiles(ctx, generation, files); err != nil {
 		return adapters.Applied{}, &adapters.RouterError{Instance: r.opts.ID, Op: "Apply", Err: err}
 	}
 	if err := r.load(); err != nil {

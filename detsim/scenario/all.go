@@ -10,24 +10,27 @@
 //     and stale pushes: generations only increase, files only for published generations,
 //     every instance converges.
 //   - cutover: the cutover machine and ConfigPush on the daemon under list-append traffic,
-//     with finalize, reverse and rollbacks: all of the above plus no write accepted by one
-//     layout after the other began serving, and released instances route to writable
-//     shards.
+//     with finalize, reverse and rollbacks (a CUTOVER that swapped and then failed, the
+//     designated instance crashing after its swap): all of the above plus no write accepted
+//     by one layout after the other began serving, and released instances route to
+//     writable shards.
 //   - fencing: the Valkey fencing-key migration (seed 002) with the rollout machine on the
 //     daemon and three pods using the directory: T1, T2, T3, and the migration completes.
 //   - failover: the failover machine repointing a shard after its standby's promotion, for
 //     PgDog (hand-off to ConfigPush) and Vitess (vtctld reparent): no acknowledged write
 //     lost, one writable primary routed, the record mirrors Vitess, convergence.
-//   - cutover-unguarded, fencing-late, fencing-roster (KnownIssues, not in All): known
-//     issues, reproduced by TestKnownIssues and TestFencingKnownIssues.
+//   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
+//     mode (TestExploreCutoverCrash).
+//   - fencing-late, fencing-roster (KnownIssues, not in All): known issues of the fencing
+//     migration, reproduced by TestFencingKnownIssues.
 //
 // TestSim runs the corpus and fresh seeds of every scenario; TestMutants shows each
 // invariant tripped by its named mutant; TestCoverage requires every declared fault point
 // and rare path to fire over the CI seeds; TestExplore enumerates the tiny configurations.
 //
 // The race detector slows the simulator (one goroutine per run) ten times or more, so under
-// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage, known-issue and
-// exhaustive sweeps skip: run the package without -race as well (go test ./detsim/...).
+// -race TestSim runs 20 fresh seeds per scenario and the mutant, coverage and exhaustive
+// sweeps skip: run the package without -race as well (go test ./detsim/...).
 package scenario
 
 import "loam.dev/router/detsim"
@@ -40,12 +43,12 @@ func All() []detsim.Scenario {
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;
 // tests pin each).
 func KnownIssues() []detsim.Scenario {
-	return []detsim.Scenario{CutoverUnguarded, FencingLate, FencingRoster}
+	return []detsim.Scenario{FencingLate, FencingRoster}
 }
 
-// ByName finds a scenario, the known-issue ones included.
+// ByName finds a scenario, the exploration-only and known-issue ones included.
 func ByName(name string) (detsim.Scenario, bool) {
-	for _, sc := range append(All(), KnownIssues()...) {
+	for _, sc := range append(append(All(), CutoverCrash), KnownIssues()...) {
 		if sc.Name == name {
 			return sc, true
 		}

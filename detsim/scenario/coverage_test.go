@@ -56,9 +56,7 @@ func seedOf(r *detsim.Result) uint64 {
 }
 
 // awaitingMachines are catalogue points no scenario of All() evaluates, and why.
-var awaitingMachines = map[string]string{
-	"pgdog.cutover.fail_after_swap": "known issue: the correct cutover loses acknowledged writes under it (TestKnownIssues); it runs in scenario cutover-unguarded only",
-}
+var awaitingMachines = map[string]string{}
 
 // TestCatalogueCovered: every catalogue point is declared (as a point and as a probe) by
 // some scenario, or listed as awaiting its machine; a listed point that is covered fails

@@ -35,8 +35,8 @@ type fleet struct {
 	hist    *check.History
 	// storeNode serves the store; operatorNode is where an operator's tool runs.
 	storeNode, operatorNode detsim.NodeID
-	// spare, when set, keeps the crash nemesis off an instance for now (see Cutover).
-	spare func(*model.Router) bool
+	// onCrash, when set, sees every instance the crash nemesis is about to crash.
+	onCrash func(*model.Router)
 }
 
 func newFleet(s *detsim.Sim) *fleet {
@@ -81,8 +81,11 @@ func (f *fleet) crashes() {
 	s := f.s
 	s.OnNemesis("pgdog.crash", func() {
 		r := f.routers[s.Intn(len(f.routers))]
-		if !r.Up() || (f.spare != nil && f.spare(r)) {
+		if !r.Up() {
 			return
+		}
+		if f.onCrash != nil {
+			f.onCrash(r)
 		}
 		r.Crash()
 		// Most restarts are quick; some instances stay down long enough to matter to the

@@ -32,6 +32,7 @@ var mutants = []mutant{
 	{"bank", scenario.MutantAlertsDropped, "indoubt-alerts", 2000},
 	{"cutover", scenario.MutantSkipFence, "one-side-serves", 100},
 	{"cutover", scenario.MutantSkipFence, "list-append-si", 3000},
+	{"cutover", scenario.MutantUnfencedDestination, "no-lost-ack", 1000},
 	{"cutover", scenario.MutantPublishBeforeCutover, "no-lost-ack", 3000},
 	{"cutover", scenario.MutantResumeBeforePublish, "released-writable", 200},
 	{"cutover", scenario.MutantFilesBeforePublish, "files-only-published", 50},

@@ -1,10 +1,9 @@
 package simtest
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,18 +30,11 @@ type Stats struct {
 	Failed *detsim.Result
 }
 
-// Sweep runs sc for every seed in [base, base+n) on workers goroutines (each run is
-// single-threaded and owns its Sim), and returns the aggregate. progress, when set, prints
-// a line to stderr every few seconds: seeds done, seeds/s, failures.
+// Sweep runs sc for every seed in [base, base+n) on workers goroutines (Scenario.Sweep),
+// and returns the aggregate. progress, when set, prints a line to stderr every few seconds:
+// seeds done, seeds/s, failures.
 func Sweep(sc detsim.Scenario, base uint64, n int, workers int, o detsim.RunOptions, progress bool) Stats {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	var next atomic.Int64
-	var done atomic.Int64
-	var failures atomic.Int64
-	var mu sync.Mutex
-	st := Stats{Probes: map[string]int{}}
+	var done, failures atomic.Int64
 	stop := make(chan struct{})
 	start := time.Now()
 	if progress {
@@ -61,48 +53,19 @@ func Sweep(sc detsim.Scenario, base uint64, n int, workers int, o detsim.RunOpti
 			}
 		}()
 	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			probes := map[string]int{}
-			steps := 0
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					break
-				}
-				r := sc.Run(base+uint64(i), o)
-				steps += r.Steps
-				for k, v := range r.Probes {
-					probes[k] += v
-				}
-				if r.Violation != nil {
-					failures.Add(1)
-					mu.Lock()
-					if st.Failed == nil || r.Seed < st.Failed.Seed {
-						rr := r
-						st.Failed = &rr
-					}
-					mu.Unlock()
-				}
-				done.Add(1)
+	res := sc.Sweep(context.Background(), detsim.SeedRange(base, n), detsim.SweepOptions{
+		Workers: workers, Run: o,
+		OnRun: func(r detsim.Result) {
+			if r.Violation != nil {
+				failures.Add(1)
 			}
-			mu.Lock()
-			st.Steps += steps
-			for k, v := range probes {
-				st.Probes[k] += v
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+			done.Add(1)
+		},
+	})
 	close(stop)
-	st.Runs = int(done.Load())
 	if progress {
 		fmt.Fprintf(os.Stderr, "detsim %s: %d seeds in %v (%.0f seeds/s), %d failing\n",
 			sc.Name, n, time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds(), failures.Load())
 	}
-	return st
+	return Stats{Runs: res.Runs, Steps: res.Steps, Probes: res.Probes, Failed: res.First}
 }

@@ -3,7 +3,6 @@ package causal_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"loam.dev/router/kernel/lsn"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/causal"
+	"loam.dev/router/machine/machinetest"
 )
 
 // TestInteraction replays the scenario files in testdata/ (regenerate with -rewrite and read
@@ -34,24 +34,19 @@ import (
 //	history ep=host:port                          retained samples of one endpoint
 //
 // The output lists the commands (cmd ...) and spec events (spec ...) of each step; Observe
-// events are left out of poll's output to keep the files short.
+// events are left out of poll's output to keep the files short. Each script is also run
+// with the machine restored from a snapshot before every directive (machinetest.Scripts):
+// the snapshot is the in-memory copy the simulator forks a run with, not JSON, so the
+// harness restores it itself.
 func TestInteraction(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario files in testdata/ (%v)", err)
-	}
-	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			datadriven.RunTest(t, path, newEnv().handle)
-		})
-	}
+	machinetest.Scripts(t, "testdata", newEnv)
 }
 
 type env struct {
 	m      *causal.Machine
 	rec    *machine.Recorder
 	ctx    *machine.Ctx
-	timers timers
+	timers machinetest.Timers
 }
 
 func newEnv() *env {
@@ -60,11 +55,15 @@ func newEnv() *env {
 		m:      causal.New(causal.Config{Window: 1000}),
 		rec:    rec,
 		ctx:    &machine.Ctx{Rand: rand.New(rand.NewChaCha8([32]byte{7})), Trace: rec},
-		timers: timers{},
+		timers: machinetest.Timers{},
 	}
 }
 
-func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
+// Restore implements machinetest.Harness with the in-memory snapshot.
+func (e *env) Restore(testing.TB) { e.m = causal.Restore(e.m.Snapshot()) }
+
+// Handle implements machinetest.Harness.
+func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 	if d.HasArg("t") {
 		var now int64
 		d.ScanArgs(t, "t", &now)
@@ -73,35 +72,37 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		e.ctx.Now = now
 	}
+	num := func(key string) int { return machinetest.Need[int](t, d, key) }
+	str := func(key string) string { return machinetest.Need[string](t, d, key) }
 	var out []causal.Command
 	quiet := false
 	switch d.Cmd {
 	case "hostgroup":
-		out = e.on(causal.SetHostgroup{Hostgroup: intArg(t, d, "hg"), Endpoints: eps(t, d, "eps")})
+		out = e.on(causal.SetHostgroup{Hostgroup: num("hg"), Endpoints: eps(t, d, "eps")})
 	case "sample":
 		out = e.on(causal.Sampled{Endpoint: eps(t, d, "ep")[0], Sample: sample(t, d, e.ctx.Now)})
 	case "poll":
 		quiet = true
-		every := int64(intArg(t, d, "every"))
+		every := int64(num("every"))
 		now := e.ctx.Now
-		for ts := int64(intArg(t, d, "from")); ts <= now; ts += every {
+		for ts := int64(num("from")); ts <= now; ts += every {
 			e.ctx.Now = ts
 			out = append(out, e.on(causal.Sampled{Endpoint: eps(t, d, "ep")[0], Sample: sample(t, d, ts)})...)
 		}
 		e.ctx.Now = now
 	case "execute":
-		out = e.on(causal.Executed{Frontend: strArg(t, d, "fe"), Hostgroup: intArg(t, d, "hg"), Endpoint: eps(t, d, "ep")[0]})
+		out = e.on(causal.Executed{Frontend: str("fe"), Hostgroup: num("hg"), Endpoint: eps(t, d, "ep")[0]})
 	case "acquire":
-		out = e.on(causal.Acquire{ID: uint64(intArg(t, d, "id")), Frontend: strArg(t, d, "fe"), Hostgroup: intArg(t, d, "hg")})
+		out = e.on(causal.Acquire{ID: uint64(num("id")), Frontend: str("fe"), Hostgroup: num("hg")})
 	case "causal":
-		out = e.on(causal.AcquireCausal{ID: uint64(intArg(t, d, "id")), Frontend: strArg(t, d, "fe"), Hostgroup: intArg(t, d, "hg"),
-			From: intArg(t, d, "from"), Deadline: e.ctx.Now + int64(intArg(t, d, "timeout"))})
+		out = e.on(causal.AcquireCausal{ID: uint64(num("id")), Frontend: str("fe"), Hostgroup: num("hg"),
+			From: num("from"), Deadline: e.ctx.Now + int64(num("timeout"))})
 	case "cancel":
-		out = e.on(causal.Cancel{ID: uint64(intArg(t, d, "id"))})
+		out = e.on(causal.Cancel{ID: uint64(num("id"))})
 	case "disconnect":
-		out = e.on(causal.Disconnected{Frontend: strArg(t, d, "fe")})
+		out = e.on(causal.Disconnected{Frontend: str("fe")})
 	case "tick":
-		for _, id := range e.timers.due(e.ctx.Now) {
+		for id, _, ok := e.timers.Pop(e.ctx.Now); ok; id, _, ok = e.timers.Pop(e.ctx.Now) {
 			out = append(out, e.on(causal.TimerFired{ID: id})...)
 		}
 	case "stats":
@@ -142,7 +143,9 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 
 func (e *env) on(in causal.Input) []causal.Command {
 	cmds := e.m.On(e.ctx, in)
-	e.timers.apply(cmds)
+	for _, c := range cmds {
+		e.timers.Record(c)
+	}
 	return cmds
 }
 
@@ -168,18 +171,6 @@ func formatCmd(c causal.Command) string {
 	return fmt.Sprintf("%T", c)
 }
 
-func intArg(t *testing.T, d *datadriven.TestData, key string) int {
-	var v int
-	d.ScanArgs(t, key, &v)
-	return v
-}
-
-func strArg(t *testing.T, d *datadriven.TestData, key string) string {
-	var v string
-	d.ScanArgs(t, key, &v)
-	return v
-}
-
 func eps(t *testing.T, d *datadriven.TestData, key string) []lsn.Endpoint {
 	for _, a := range d.CmdArgs {
 		if a.Key != key {
@@ -201,7 +192,7 @@ func eps(t *testing.T, d *datadriven.TestData, key string) []lsn.Endpoint {
 }
 
 func sample(t *testing.T, d *datadriven.TestData, sent int64) lsn.Sample {
-	v := strArg(t, d, "lsn")
+	v := machinetest.Need[string](t, d, "lsn")
 	if v == "unknown" {
 		return lsn.Unknown(sent)
 	}

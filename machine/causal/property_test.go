@@ -13,6 +13,7 @@ import (
 	"loam.dev/router/kernel/lsn"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/causal"
+	"loam.dev/router/machine/machinetest"
 )
 
 // The properties of the issue, checked against an independent model over random runs:
@@ -90,7 +91,7 @@ type model struct {
 	pos     map[lsn.Endpoint]lsn.LSN
 	records map[string]map[int]rec
 	reqs    map[uint64]*mreq
-	timers  timers
+	timers  machinetest.Timers
 }
 
 type rec struct {
@@ -155,11 +156,13 @@ func checkRun(r run, mk func(causal.Config) *causal.Machine) error {
 	recd := &machine.Recorder{}
 	ctx := &machine.Ctx{Now: 1000, Rand: rand.New(rand.NewPCG(1, 2)), Trace: recd}
 	md := &model{window: r.Window, log: map[lsn.Endpoint][]lsn.Sample{}, pos: map[lsn.Endpoint]lsn.LSN{},
-		records: map[string]map[int]rec{}, reqs: map[uint64]*mreq{}, timers: timers{}}
+		records: map[string]map[int]rec{}, reqs: map[uint64]*mreq{}, timers: machinetest.Timers{}}
 	var nextID uint64
 	feed := func(in causal.Input) ([]causal.Command, []machine.SpecEvent) {
 		cmds := m.On(ctx, in)
-		md.timers.apply(cmds)
+		for _, c := range cmds {
+			md.timers.Record(c)
+		}
 		return cmds, recd.Take()
 	}
 	for hg, eps := range groups {
@@ -328,7 +331,7 @@ func checkRun(r run, mk func(causal.Config) *causal.Machine) error {
 			md.reqs[nextID] = &mreq{id: nextID, fe: frontends[o.FE], hg: o.HG}
 			cmds, evs = feed(causal.Acquire{ID: nextID, Frontend: frontends[o.FE], Hostgroup: o.HG})
 		case "tick":
-			for _, id := range md.timers.due(ctx.Now) {
+			for id, _, ok := md.timers.Pop(ctx.Now); ok; id, _, ok = md.timers.Pop(ctx.Now) {
 				c, e := feed(causal.TimerFired{ID: id})
 				cmds, evs = append(cmds, c...), append(evs, e...)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,24 +23,21 @@ import (
 // TestInteraction replays the scenario files under testdata/, each also with the machine
 // restored from its snapshot before every directive (see machinetest.Scripts).
 func TestInteraction(t *testing.T) {
-	machinetest.Scripts(t, "testdata", func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string {
-		return newEnv(restoreEveryStep).handle
-	})
+	machinetest.Scripts(t, "testdata", newEnv)
 }
 
 // env is the interaction harness: one machine, a clock, a seeded rng, and the timers the
 // machine has set, so a script can fire them by id.
 type env struct {
-	restoreEveryStep bool
-	opts             configpush.Options
-	m                *configpush.Machine
-	now              int64
-	rng              *rand.Rand
-	timers           map[string]int64
+	opts   configpush.Options
+	m      *configpush.Machine
+	now    int64
+	rng    *rand.Rand
+	timers machinetest.Timers
 }
 
-func newEnv(restoreEveryStep bool) *env {
-	e := &env{restoreEveryStep: restoreEveryStep}
+func newEnv() *env {
+	e := &env{}
 	e.reset(configpush.Options{})
 	return e
 }
@@ -51,20 +47,19 @@ func (e *env) reset(opts configpush.Options) {
 	e.m = configpush.New(opts)
 	e.now = 1000
 	e.rng = rand.New(rand.NewChaCha8([32]byte{'l', 'o', 'a', 'm'}))
-	e.timers = map[string]int64{}
+	e.timers = machinetest.Timers{}
 }
 
-func (e *env) restore(t testing.TB) *configpush.Machine {
-	return machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, e.opts) })
+// Restore implements machinetest.Harness.
+func (e *env) Restore(t testing.TB) {
+	e.m = machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, e.opts) })
 }
 
-func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 	if d.Cmd == "options" {
 		e.reset(parseOptions(t, d))
 		return "ok"
-	}
-	if e.restoreEveryStep {
-		e.m = e.restore(t)
 	}
 	if d.HasArg("advance") {
 		var ms int64
@@ -88,21 +83,23 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		// fire id=<timer>: move the clock to the timer's deadline and deliver it.
 		// fire id=<timer> raced: deliver a timer that was cancelled (it raced the cancel).
 		id := machinetest.Arg(t, d, "id", "")
-		at, ok := e.timers[id]
+		at, ok := e.timers.Take(id)
 		if !ok && !d.HasArg("raced") {
-			d.Fatalf(t, "timer %q is not pending; pending: %v", id, e.pending())
+			d.Fatalf(t, "timer %q is not pending; pending: %v", id, e.timers.List())
 		}
-		delete(e.timers, id)
 		e.now = max(e.now, at)
 		in = configpush.TimerFired{ID: id}
 	case "restart":
 		// The driver died: replies in flight are lost and timers are gone. A new driver
 		// restores the persisted snapshot and feeds Restarted.
-		e.m = e.restore(t)
-		e.timers = map[string]int64{}
+		e.Restore(t)
+		e.timers = machinetest.Timers{}
 		in = configpush.Restarted{}
 	case "timers":
-		return strings.Join(e.pending(), "\n")
+		if len(e.timers) == 0 {
+			return "(none)"
+		}
+		return strings.Join(e.timers.List(), "\n")
 	case "snapshot":
 		b, err := json.MarshalIndent(e.m.Snapshot(), "", "  ")
 		require.NoError(t, err)
@@ -115,12 +112,7 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 	cmds := e.m.On(ctx, in)
 	var b strings.Builder
 	for _, c := range cmds {
-		switch c := c.(type) {
-		case configpush.SetTimer:
-			e.timers[c.ID] = c.At
-		case configpush.CancelTimer:
-			delete(e.timers, c.ID)
-		}
+		e.timers.Record(c)
 		fmt.Fprintf(&b, "cmd %v\n", c)
 	}
 	for _, ev := range rec.Take() {
@@ -131,18 +123,6 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		return "(nothing)"
 	}
 	return b.String()
-}
-
-func (e *env) pending() []string {
-	var out []string
-	for id, at := range e.timers {
-		out = append(out, fmt.Sprintf("%s at=%d", id, at))
-	}
-	slices.Sort(out)
-	if out == nil {
-		return []string{"(none)"}
-	}
-	return out
 }
 
 func parseErr(d *datadriven.TestData) error {

@@ -72,6 +72,11 @@ type Pause struct {
 // Fence asks one shard's backend to stop Role from writing (ShardBackend.FenceWrites:
 // ALTER ROLE <role> NOLOGIN, then pg_terminate_backend for the role's sessions, including
 // sessions that SET ROLE to it, verified gone). Answer with Reply.
+//
+// Step 3 fences the shards of both layouts: the one traffic leaves (an instance the pause
+// missed fails its writes there) and the one it moves to, which is opened (Unfence) only
+// once the generation routing to it is stored. Replication streams (the copy into the
+// destination, the stream back after CUTOVER) log in as another role and are not stopped.
 type Fence struct {
 	Step, Shard string
 	Backend     shardmap.Backend
@@ -146,8 +151,8 @@ type Alert struct {
 // Done reports the end of the cutover; nothing is answered and the machine ignores every
 // later input. Generation is the record's generation at the end: hand it to ConfigPush (a
 // finalize or a rollback stores a generation that drops the reshard destination, which the
-// cutover does not push itself). Missed lists instances that
-// did not pause (they were kept off the source by the fence), Lagging those that did not
+// cutover does not push itself). Missed lists instances that did not pause, in either
+// direction (the fence kept them off the layout traffic left), Lagging those that did not
 // reload (they reach no shard until they restart or ConfigPush moves them) and Unresumed
 // those that did not answer RESUME.
 type Done struct {
@@ -176,7 +181,8 @@ const (
 	Finalized Outcome = iota + 1
 	// RolledBack: a failure before the point of no return; the database serves the source
 	// layout (stored at generation g+1 without the reshard destination, which Done names
-	// for ConfigPush), unfenced, every reachable instance resumed.
+	// for ConfigPush), unfenced, every reachable instance resumed. The destination's shards
+	// stay fenced if the fence reached them (an Alert names them; see Fence).
 	RolledBack
 	// Reversed: after the point of no return the operator chose Reverse; the database
 	// serves the source layout at generation g+2 and the target's shards stay fenced.
@@ -186,8 +192,8 @@ const (
 	Aborted
 	// Halted: the machine cannot tell a safe way forward: someone moved the record to
 	// another generation while the cutover was publishing. Instances stay paused and the
-	// source stays fenced, so no write can be lost; an operator must decide (Reason says
-	// what). Commands that merely keep failing never halt: they are retried with an Alert.
+	// shards of both layouts stay fenced, so no write can be lost; an operator must decide
+	// (Reason says what). Commands that merely keep failing never halt: they are retried with an Alert.
 	Halted
 )
 

@@ -1,6 +1,7 @@
 package cutover
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,6 +130,9 @@ func checkStart(in Start) string {
 			}
 		}
 	}
+	if reason := checkServers(r, p.Role); reason != "" {
+		return reason
+	}
 	seen := make(map[string]bool, len(p.Instances))
 	for _, i := range p.Instances {
 		if i == "" || seen[i] {
@@ -143,6 +147,50 @@ func checkStart(in Start) string {
 		return "start: designated instance " + strconv.Quote(p.Designated) + " is not one of the instances"
 	}
 	return ""
+}
+
+// SharedServer is a source shard and a destination shard on one server (host and port,
+// the host compared without case; the databases may differ).
+type SharedServer struct {
+	Source, Destination string // shard names
+	Server              string // host:port
+}
+
+// SharedServers lists the source and destination shards of r that share a server, which
+// Start refuses. The fence is the role's (ALTER ROLE ... NOLOGIN), and a role belongs to
+// the whole server, so two shards on one server are fenced and opened together; but the
+// cutover opens the destination once it publishes while the source stays fenced until
+// finalize (the other way round on a reverse), and an instance the cutover missed would
+// write to the source through the destination's opening.
+func SharedServers(r *shardmap.Record) []SharedServer {
+	if r == nil || r.Target == nil {
+		return nil
+	}
+	var out []SharedServer
+	for _, s := range r.Shards {
+		for _, t := range r.Target.Shards {
+			if strings.EqualFold(s.Backend.Host, t.Backend.Host) && s.Backend.Port == t.Backend.Port {
+				out = append(out, SharedServer{Source: s.Name, Destination: t.Name, Server: s.Backend.Host + ":" + strconv.Itoa(int(s.Backend.Port))})
+			}
+		}
+	}
+	return out
+}
+
+func checkServers(r *shardmap.Record, role string) string {
+	if sh := SharedServers(r); len(sh) > 0 {
+		return "start: source shard " + sh[0].Source + " and destination shard " + sh[0].Destination + " are on the same server " +
+			sh[0].Server + ", and the fence (ALTER ROLE " + role + " NOLOGIN) holds for a whole server, so they cannot be fenced apart: the cutover opens the destination once it publishes while the source stays fenced; put the destination shards on other servers"
+	}
+	return ""
+}
+
+func shardNames(l *shardmap.Layout) []string {
+	out := make([]string, len(l.Shards))
+	for i, s := range l.Shards {
+		out[i] = s.Name
+	}
+	return out
 }
 
 func lowerName(s string) bool {
@@ -594,9 +642,20 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		m.s.Polls = 0 // resolve polls are numbered across CUTOVER tries (see resolve)
 		m.addInstances(ctx, kPause, false)
 	case stFence:
-		if !m.s.Plan.Options.Mutants.SkipFence {
+		// Both layouts: the one traffic leaves, so that an instance the pause missed fails
+		// its writes there instead of losing them, and the one it moves to, so that nothing
+		// (the designated instance once its CUTOVER swapped it, whose holds that clears)
+		// writes there before the generation that routes to it is published. A write the
+		// machine let through there would be stranded if it then read the CUTOVER as failed
+		// and rolled back: the rollback serves the old layout, and no stream carries it back.
+		mu := m.s.Plan.Options.Mutants
+		if !mu.SkipFence {
 			m.s.FenceSent = true
 			m.addShards(ctx, kFence, m.from())
+		}
+		if !mu.UnfencedDestination {
+			m.s.FenceSent = true
+			m.addShards(ctx, kFence, m.to())
 		}
 	case stCutover:
 		m.s.ReloadDesg = true
@@ -618,9 +677,9 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stReload:
 		m.addInstances(ctx, kReload, true)
 	case stOpen:
-		if m.s.Reverse {
-			m.addShards(ctx, kUnfence, sideSource)
-		}
+		// The generation that routes to this layout is stored: its writes are the ones a
+		// decision keeps from here on, whatever happens next.
+		m.addShards(ctx, kUnfence, m.to())
 	case stResume:
 		m.addInstances(ctx, kResume, false)
 	case stServing:
@@ -656,8 +715,15 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 			m.add(ctx, op{Step: m.stepID(d), Kind: kReload, Target: d})
 		}
 	case stUndoUnfence:
+		// Only the layout traffic goes back to. The other one stays fenced: see undo.
 		if m.s.FenceSent {
 			m.addShards(ctx, kUnfence, m.from())
+			if !m.s.Reverse && m.s.Plan.Options.Mutants.OpenDestinationOnRollback {
+				m.addShards(ctx, kUnfence, m.to())
+			} else if !m.s.Reverse && !m.s.Plan.Options.Mutants.UnfencedDestination {
+				m.alert(m.stepID(""), "the destination shards "+join(shardNames(m.layout(sideTarget)))+" stay fenced (role "+m.s.Plan.Role+
+					" cannot log in on their servers): nothing routes to them after the rollback, and the fence keeps a CUTOVER that lands late from taking writes there; the next cutover opens them once it publishes; to give up the reshard, let the role log in again there by hand (ALTER ROLE "+m.s.Plan.Role+" LOGIN)")
+			}
 		}
 	case stUndoResume:
 		if m.s.PauseSent {
@@ -697,9 +763,9 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 			}
 		}
 		for _, o := range m.s.Ops {
-			if o.State == opFailed && !m.s.Reverse {
-				// It still routes to the source, which the fence is about to close: its
-				// writes fail (28000/57P01) instead of being lost.
+			if o.State == opFailed && !slices.Contains(m.s.Missed, o.Target) && !(m.s.Reverse && m.s.Plan.Options.Mutants.MissedForwardOnly) {
+				// It still routes to the layout traffic leaves, which the fence is about to
+				// close: its writes fail (28000/57P01) instead of being lost.
 				m.s.Missed = append(m.s.Missed, o.Target)
 			}
 		}
@@ -797,9 +863,17 @@ func (m *Machine) failed() *op {
 }
 
 // undo walks back what the current direction did, before its point of no return: put the
-// designated instance back on the files' routing, release the fence, resume, and (forward)
-// stop the copy and give the record back to serving the source layout (at generation g+1:
-// dropping the reshard target is a new generation).
+// designated instance back on the files' routing, release the fence of the layout traffic
+// goes back to, resume, and (forward) stop the copy and give the record back to serving the
+// source layout (at generation g+1: dropping the reshard target is a new generation).
+//
+// The layout traffic was moving to stays fenced. Nothing routes to it once the designated
+// instance is back on the files, but a CUTOVER can still land there after the machine gave
+// up on it (a call whose answer was lost and whose request arrives late swaps the instance
+// again); the fence is what keeps that instance's writes off a layout no stream carries
+// back from. Forward, the next cutover fences the destination again at step 3 and opens it
+// once it publishes; an Alert names the shards for an operator who gives the reshard up.
+// Reverse, the source it leaves fenced is the fenced retired layout it was before.
 func (m *Machine) undo(ctx *machine.Ctx, reason string) {
 	m.dropTimer(m.prefix()+"catchup/deadline", true)
 	m.dropTimer(m.prefix()+"catchup/next", true)

@@ -9,44 +9,65 @@
 //     SHOW REPLICATION_SLOTS until the slot's lag is at most LagThreshold, within
 //     CatchUpDeadline.
 //  2. Pause <db> on every instance: new queries queue.
-//  3. Fence every source shard: ALTER ROLE <app> NOLOGIN, then terminate the role's
-//     sessions. An instance that still routes to a source shard now gets 28000 on connect
-//     and 57P01 in flight: its writes fail instead of being lost.
+//  3. Fence the shards of both layouts: ALTER ROLE <app> NOLOGIN, then terminate the
+//     role's sessions. An instance that still routes to a source shard now gets 28000 on
+//     connect and 57P01 in flight: its writes fail instead of being lost. The destination
+//     refuses the role until generation g+1 is published (step 5), because until then the
+//     machine may still roll back: a CUTOVER can swap d's routing and then fail (PgDog
+//     keeps the swap when saving the config fails), or d can crash after its swap and list
+//     no task once restarted, and either reads as "did not take". d's CUTOVER clears its
+//     holds, so d writes to the destination at once; a write it took there would be on no
+//     shard the rollback serves, with no stream to carry it back. Replication (the copy,
+//     the reverse stream) logs in as another role: the fence does not stop it.
 //  4. CUTOVER <task> on d: d swaps the two databases' names in memory and starts the
 //     reverse stream (new shards to old). This is the point of no return.
-//  5. Publish generation g+1 by compare-and-set, write the files, RELOAD every other
-//     instance.
+//  5. Publish generation g+1 by compare-and-set, then open the destination (unfence its
+//     shards), write the files, RELOAD every other instance.
 //  6. Resume <db> on every instance.
-//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence, store g+2 without
-//     the reshard destination) or Reverse
-//     (steps 2–6 the other way: pause, fence the new shards, CUTOVER the reverse stream,
-//     publish g+2 = the old layout, reload, unfence the old shards, resume).
+//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence on the source,
+//     store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
+//     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
+//     stream, publish g+2 = the old layout, open the old shards, write the files, reload,
+//     resume; the new shards stay fenced).
 //
 // Before the point of no return any failure rolls back to serving the source: RELOAD d from
 // the files of generation g if a CUTOVER was attempted (its swap lives only in d's memory),
-// unfence, resume, stop the copy, give the record back to serving the source layout (at
-// g+1, since dropping the reshard target changes the files; Done names the generation for
-// ConfigPush). After it there is no
-// going back without the reverse stream: only forward, or Reverse.
+// unfence the source, resume, stop the copy, give the record back to serving the source
+// layout (at g+1, since dropping the reshard target changes the files; Done names the
+// generation for ConfigPush). The destination stays fenced: nothing routes to it any more,
+// and a CUTOVER that lands after the machine gave up on it cannot take writes there; the
+// next cutover opens it once it publishes, and an Alert names its shards for an operator who
+// gives the reshard up. After the point of no return there is no going back without the
+// reverse stream: only forward, or Reverse.
+//
+// A source and a destination shard on one server cannot be fenced apart (a role belongs to
+// the whole server), so Start refuses such a plan: put the destination on other servers.
 //
 // # Defined outcomes
 //
 //   - A CAS conflict when publishing: if the stored record is the machine's own (a retry
 //     whose first try landed), it carries on; if someone rewrote it without changing the
 //     generation or phase, the write is made again on top of it; otherwise the machine halts
-//     (Outcome Halted) with every instance paused and the source fenced.
-//   - An instance unreachable at step 2 (other than d) is listed in Done.Missed and the
-//     cutover goes on: the fence keeps it off the source. d unreachable there rolls back.
+//     (Outcome Halted) with every instance paused and the shards of both layouts fenced.
+//   - An instance unreachable at step 2 (other than d), in either direction, is listed in
+//     Done.Missed and the cutover goes on: the fence keeps it off the layout traffic
+//     leaves. d unreachable there rolls back.
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.
 //   - d not answering the PAUSE after its CUTOVER (repause) does not stop the cutover:
-//     d already routes to the new shards, the old ones are fenced, and the reverse stream
-//     carries what d writes back to them until finalize.
+//     d already routes to the new shards, fenced until the publish, the old ones are
+//     fenced, and the reverse stream carries what d writes back to them until finalize.
 //   - A fence that fails on one shard rolls back: every source shard is unfenced again
 //     (UnfenceWrites is idempotent) before any instance resumes, and only once the last
 //     fence attempt on each has answered: an Unfence sent while a Fence is still out could
-//     be overtaken by it, leaving the shard fenced under resumed instances.
+//     be overtaken by it, leaving the shard fenced under resumed instances. The
+//     destination's shards the fence reached stay fenced.
+//   - d's queries released by its CUTOVER (which clears every hold on d) reach the layout
+//     traffic moves to, fenced until the publish: they fail with 28000 rather than write
+//     where a rollback would strand them. The repause holds d's later queries, and the
+//     layout is opened right after the publish, before the files and reloads, to keep that
+//     window short.
 //   - A late or repeated answer to an earlier attempt of a step (a timed-out call whose
 //     reply turns up, a transport that delivers twice) is ignored: each attempt has its
 //     own step id ("…#2"), and only the answer of the attempt in flight settles the step,
@@ -63,6 +84,10 @@
 //   - Commands whose success is required (the record, the files, releasing a fence,
 //     putting d back on the files' routing) are retried until they succeed, with an Alert
 //     once Attempts is exhausted; the fence and the holds keep every write safe meanwhile.
+//   - A CUTOVER that takes effect after the machine read it as failed (its request
+//     arrived late) is safe too: d then routes to a layout that stays fenced until a
+//     generation routing to it is published, and ConfigPush, which pushes the generation
+//     Done names, puts d back on the files.
 //
 // # Facts that differ from the seed design
 //

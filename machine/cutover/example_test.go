@@ -35,3 +35,15 @@ func ExampleClassifyTask() {
 	// cutting_over
 	// failed
 }
+
+// SharedServers finds what Start refuses: a source and a destination shard on one server,
+// which one role's fence cannot tell apart.
+func ExampleSharedServers() {
+	rec := fixture()
+	rec.Target.Shards[3].Backend.Host = "10.0.1.1" // n3 next to s0
+	for _, x := range cutover.SharedServers(rec) {
+		fmt.Printf("%s and %s on %s\n", x.Source, x.Destination, x.Server)
+	}
+	// Output:
+	// s0 and n3 on 10.0.1.1:5432
+}

@@ -1,7 +1,6 @@
 package cutover_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,19 +13,15 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/machine/machinetest"
 )
 
-// TestInteraction replays the scripts in testdata/interaction/. Each script drives one cutover
-// through the world model; the output is every command the machine issued and every spec
-// event it emitted, plus any invariant the world saw broken. Regenerate with -rewrite and
-// read the diff before committing it.
+// TestInteraction replays the scripts in testdata/interaction/, each also with the machine
+// restored from its snapshot before every directive (see machinetest.Scripts). Each script
+// drives one cutover through the world model; the output is every command the machine
+// issued and every spec event it emitted, plus any invariant the world saw broken.
 func TestInteraction(t *testing.T) {
-	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
-		h := &harness{}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return h.handle(t, d)
-		})
-	})
+	machinetest.Scripts(t, "testdata/interaction", func() *harness { return &harness{} })
 }
 
 // harness plays the driver: it keeps the commands in flight, the timers and the clock,
@@ -38,11 +33,19 @@ type harness struct {
 	now     int64
 	rng     *rand.Rand
 	pending []cutover.Command
-	answers []cutover.Input // every answer delivered since start, for late
-	timers  map[string]int64
+	answers []cutover.Input   // every answer delivered since start, for late
+	landing []cutover.Cutover // CUTOVERs answered failed that still arrive (see land)
+	timers  machinetest.Timers
 	mutant  bool
 	seen    []string // every violation since start
 	out     strings.Builder
+}
+
+// Restore implements machinetest.Harness.
+func (h *harness) Restore(t testing.TB) {
+	if h.m != nil {
+		h.m = machinetest.RoundTrip(t, h.m, cutover.Restore)
+	}
 }
 
 func (h *harness) ctx() *machine.Ctx {
@@ -62,11 +65,10 @@ func (h *harness) record(cmds []cutover.Command) {
 	}
 	for _, c := range cmds {
 		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
+		if h.timers.Record(c) {
+			continue
+		}
 		switch c := c.(type) {
-		case cutover.SetTimer:
-			h.timers[c.ID] = c.At
-		case cutover.CancelTimer:
-			delete(h.timers, c.ID)
 		case cutover.Done:
 			h.w.checkEnd(c)
 		case cutover.Alert:
@@ -82,7 +84,8 @@ func (h *harness) record(cmds []cutover.Command) {
 	h.w.violations = nil
 }
 
-func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	h.out.Reset()
 	switch d.Cmd {
 	case "start":
@@ -93,6 +96,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.stabilize(t, d)
 	case "late":
 		h.late(t, d)
+	case "land":
+		h.land(t, d)
 	case "conflict":
 		h.conflict(t, d)
 	case "tick":
@@ -107,12 +112,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 	case "reverse":
 		h.step("reverse", cutover.Reverse{})
 	case "world":
-		if d.HasArg("lag") {
-			d.ScanArgs(t, "lag", &h.w.lag)
-		}
-		if d.HasArg("sync-polls") {
-			d.ScanArgs(t, "sync-polls", &h.w.syncPolls)
-		}
+		h.w.lag = machinetest.Arg(t, d, "lag", h.w.lag)
+		h.w.syncPolls = machinetest.Arg(t, d, "sync-polls", h.w.syncPolls)
 		h.printWorld()
 	case "task":
 		// Set a task's state on the designated instance: task id=7 state=cutting_over.
@@ -155,40 +156,32 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 	return h.out.String()
 }
 
+// scriptMutants are the mutants a script can start with (start mutant=<name>).
+var scriptMutants = map[string]func(*cutover.Mutants){
+	"skip-fence":                   func(m *cutover.Mutants) { m.SkipFence = true },
+	"publish-before-cutover":       func(m *cutover.Mutants) { m.PublishBeforeCutover = true },
+	"resume-before-publish":        func(m *cutover.Mutants) { m.ResumeBeforePublish = true },
+	"files-before-publish":         func(m *cutover.Mutants) { m.FilesBeforePublish = true },
+	"skip-designated-reload":       func(m *cutover.Mutants) { m.SkipDesignatedReload = true },
+	"retry-reuses-step":            func(m *cutover.Mutants) { m.RetryReusesStep = true },
+	"unfenced-destination":         func(m *cutover.Mutants) { m.UnfencedDestination = true },
+	"open-destination-on-rollback": func(m *cutover.Mutants) { m.OpenDestinationOnRollback = true },
+	"missed-forward-only":          func(m *cutover.Mutants) { m.MissedForwardOnly = true },
+}
+
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
-	instances := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
-	if d.HasArg("instances") {
-		instances = nil
-		d.ScanArgs(t, "instances", &instances)
-	}
-	designated := instances[0]
-	if d.HasArg("designated") {
-		d.ScanArgs(t, "designated", &designated)
-	}
+	instances := machinetest.Arg(t, d, "instances", []string{"pgdog-1", "pgdog-2", "pgdog-3"})
+	designated := machinetest.Arg(t, d, "designated", instances[0])
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 10_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
-	if d.HasArg("finalize-after") {
-		d.ScanArgs(t, "finalize-after", &opts.FinalizeAfter)
-	}
+	opts.FinalizeAfter = machinetest.Arg(t, d, "finalize-after", opts.FinalizeAfter)
 	if d.HasArg("mutant") {
-		var mu string
-		d.ScanArgs(t, "mutant", &mu)
+		mu := machinetest.Arg(t, d, "mutant", "")
 		h.mutant = true
-		switch mu {
-		case "skip-fence":
-			opts.Mutants.SkipFence = true
-		case "publish-before-cutover":
-			opts.Mutants.PublishBeforeCutover = true
-		case "resume-before-publish":
-			opts.Mutants.ResumeBeforePublish = true
-		case "files-before-publish":
-			opts.Mutants.FilesBeforePublish = true
-		case "skip-designated-reload":
-			opts.Mutants.SkipDesignatedReload = true
-		case "retry-reuses-step":
-			opts.Mutants.RetryReusesStep = true
-		default:
+		set, ok := scriptMutants[mu]
+		if !ok {
 			t.Fatalf("unknown mutant %q", mu)
 		}
+		set(&opts.Mutants)
 	}
 	rec := fixture()
 	if d.HasArg("phase") {
@@ -202,13 +195,11 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	h.rec = &machine.Recorder{}
 	h.now = 1000
 	h.rng = rand.New(rand.NewPCG(1, 2))
-	h.timers = map[string]int64{}
+	h.timers = machinetest.Timers{}
 	h.pending = nil
 	h.answers = nil
-	pub := "app_pub"
-	if d.HasArg("publication") {
-		d.ScanArgs(t, "publication", &pub)
-	}
+	h.landing = nil
+	pub := machinetest.Arg(t, d, "publication", "app_pub")
 	h.step("start", cutover.Start{Record: rec, Plan: cutover.Plan{
 		Designated: designated, Instances: instances, Role: "app", Publication: pub, Options: opts,
 	}})
@@ -218,21 +209,13 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 // the order they were issued; count= answers only that many of them, and those matching
 // hold= stay in flight. fail= makes
 // matching ones fail with err=; applied= makes a failing one take effect anyway;
-// swap-fail= makes a Cutover swap routing and then fail.
+// swap-fail= makes a Cutover swap routing and then fail; lands-late= makes a failing
+// Cutover that did not take effect arrive later all the same (see land).
 func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
-	match, hold, fail, applied, swapFail, msg := "*", "", "", "", "", "unreachable"
-	for _, a := range []struct {
-		k string
-		v *string
-	}{{"match", &match}, {"hold", &hold}, {"fail", &fail}, {"applied", &applied}, {"swap-fail", &swapFail}, {"err", &msg}} {
-		if d.HasArg(a.k) {
-			d.ScanArgs(t, a.k, a.v)
-		}
-	}
-	count := -1
-	if d.HasArg("count") {
-		d.ScanArgs(t, "count", &count)
-	}
+	match, hold, fail := machinetest.Arg(t, d, "match", "*"), machinetest.Arg(t, d, "hold", ""), machinetest.Arg(t, d, "fail", "")
+	applied, swapFail, msg := machinetest.Arg(t, d, "applied", ""), machinetest.Arg(t, d, "swap-fail", ""), machinetest.Arg(t, d, "err", "unreachable")
+	lands := machinetest.Arg(t, d, "lands-late", "")
+	count := machinetest.Arg(t, d, "count", -1)
 	batch := h.pending
 	h.pending = nil
 	for _, c := range batch {
@@ -256,6 +239,9 @@ func (h *harness) deliver(t *testing.T, d *datadriven.TestData) {
 			header = "fail " + step + ": " + msg
 			if applied != "" && glob(applied, step) {
 				header += " (applied)"
+			} else if cut, ok := c.(cutover.Cutover); ok && lands != "" && glob(lands, step) {
+				h.landing = append(h.landing, cut)
+				header += " (its request still on its way)"
 			}
 		}
 		if in == nil {
@@ -281,20 +267,34 @@ func (h *harness) late(t *testing.T, d *datadriven.TestData) {
 	t.Fatalf("%s: no answer delivered matches %q", d.Pos, match)
 }
 
+// land makes the first CUTOVER answered with lands-late= whose step matches match= arrive
+// now: it takes effect if the task still waits for it, and its answer goes nowhere.
+func (h *harness) land(t *testing.T, d *datadriven.TestData) {
+	var match string
+	d.ScanArgs(t, "match", &match)
+	for i, c := range h.landing {
+		if glob(match, c.Step) {
+			h.landing = slices.Delete(h.landing, i, i+1)
+			h.w.landLate(c)
+			fmt.Fprintf(&h.out, "> %s lands late\n", c.Step)
+			for _, v := range h.w.violations {
+				fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
+			}
+			h.seen = append(h.seen, h.w.violations...)
+			h.w.violations = nil
+			return
+		}
+	}
+	t.Fatalf("%s: no CUTOVER on its way matches %q", d.Pos, match)
+}
+
 // stabilize answers everything in flight and fires every timer (moving the clock to
 // it) until nothing is in flight and no timer is set, or the cutover is done. Commands
 // whose step matches fail= keep failing, those matching hold= stay in flight; rounds=
 // bounds the loop (default 50).
 func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
-	rounds := 50
-	if d.HasArg("rounds") {
-		d.ScanArgs(t, "rounds", &rounds)
-	}
-	hold := ""
-	if d.HasArg("hold") {
-		d.ScanArgs(t, "hold", &hold)
-	}
-	for range rounds {
+	hold := machinetest.Arg(t, d, "hold", "")
+	for range machinetest.Arg(t, d, "rounds", 50) {
 		if _, done := h.m.Done(); done {
 			return
 		}
@@ -302,13 +302,8 @@ func (h *harness) stabilize(t *testing.T, d *datadriven.TestData) {
 			h.deliver(t, d)
 			continue
 		}
-		at := int64(-1)
-		for _, v := range h.timers {
-			if at < 0 || v < at {
-				at = v
-			}
-		}
-		if at < 0 {
+		at, ok := h.timers.Next()
+		if !ok {
 			return
 		}
 		h.now = max(h.now, at)
@@ -347,17 +342,7 @@ func (h *harness) conflict(t *testing.T, d *datadriven.TestData) {
 }
 
 func (h *harness) fireDue() {
-	for {
-		id, at := "", int64(0)
-		for k, v := range h.timers {
-			if v <= h.now && (id == "" || v < at || v == at && k < id) {
-				id, at = k, v
-			}
-		}
-		if id == "" {
-			return
-		}
-		delete(h.timers, id)
+	for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
 		h.step("timer "+id, cutover.TimerFired{ID: id})
 	}
 }
@@ -366,10 +351,7 @@ func (h *harness) fireDue() {
 // (the driver died), restores, and feeds Restarted. apply= lets matching commands in
 // flight take effect first (they ran; their answers were lost).
 func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
-	apply := ""
-	if d.HasArg("apply") {
-		d.ScanArgs(t, "apply", &apply)
-	}
+	apply := machinetest.Arg(t, d, "apply", "")
 	for _, c := range h.pending {
 		if apply != "" && glob(apply, stepOf(c)) {
 			h.w.apply(c, nil, false)
@@ -377,19 +359,8 @@ func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
 	}
 	h.w.crash()
 	h.pending = nil
-	h.timers = map[string]int64{}
-	b, err := json.Marshal(h.m.Snapshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s cutover.Snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
-	h.m, err = cutover.Restore(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.timers = machinetest.Timers{}
+	h.Restore(t)
 	h.step("restart", cutover.Restarted{})
 }
 

@@ -32,10 +32,28 @@ type Options struct {
 
 // Mutants are deliberate protocol bugs. Each one must trip a named invariant in a test.
 type Mutants struct {
-	// SkipFence leaves the source shards writable (step 3 is skipped): a router that missed
-	// the cutover keeps writing to the old shards. Trips "publish only after every source
-	// shard is fenced".
+	// SkipFence leaves the source shards writable (step 3 fences only the destination): a
+	// router that missed the cutover keeps writing to the old shards. Trips "publish only
+	// after every source shard is fenced".
 	SkipFence bool
+	// UnfencedDestination leaves the layout traffic moves to writable at step 3, as the
+	// protocol once did: the designated instance writes there as soon as its CUTOVER swaps
+	// it, before the new generation is published, and a CUTOVER that swapped and then
+	// failed (or whose instance crashed and restarted) is rolled back with those writes
+	// stranded where no stream carries them back. Trips "reach layout ... before it is
+	// published" and "acknowledged writes lost" (the world model), and no-lost-ack in the
+	// simulator.
+	UnfencedDestination bool
+	// OpenDestinationOnRollback unfences the destination with the source when a forward
+	// cutover rolls back: a CUTOVER whose request lands after the machine gave up on it
+	// swaps the designated instance again, and it writes to shards no stored generation
+	// routes to. Trips "which no stored generation routes to" and "a rollback leaves the
+	// destination fenced" (the world model).
+	OpenDestinationOnRollback bool
+	// MissedForwardOnly lists in Done.Missed only the instances the forward pause missed,
+	// as the machine once did: one a Reverse's pause missed goes unreported although the
+	// fence refuses its writes. Trips "but Done.Missed is" (the world model).
+	MissedForwardOnly bool
 	// PublishBeforeCutover publishes g+1, writes files and reloads before CUTOVER on the
 	// designated instance. Trips "publish only after CUTOVER succeeded".
 	PublishBeforeCutover bool

@@ -153,7 +153,7 @@ func (m *Machine) onRecord(ctx *machine.Ctx, in RecordWritten) {
 			m.finish(ctx, out, m.s.Reason)
 		default:
 			m.finish(ctx, Halted, o.Err+" while publishing generation "+u(m.s.Next.Generation)+
-				"; the designated instance already routes by it, every other instance is paused and the old shards are fenced: reconcile the record, then RELOAD and RESUME")
+				"; the designated instance already routes by it, every other instance is paused and the shards of both layouts are fenced: reconcile the record, unfence the layout it serves, then RELOAD and RESUME")
 		}
 	default:
 		m.fail(ctx, i, in.Err.Error())

@@ -1,7 +1,6 @@
 package cutover_test
 
 import (
-	"encoding/json"
 	"errors"
 	"go/ast"
 	"go/parser"
@@ -18,6 +17,7 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/machine/machinetest"
 )
 
 // reliable drives a cutover in a world that answers everything at once, except that
@@ -36,18 +36,17 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 	rng := rand.New(rand.NewPCG(3, 4))
 	now, calls := int64(1000), 0
 	var pending []cutover.Command
-	timers := map[string]int64{}
+	timers := machinetest.Timers{}
 	var done *cutover.Done
 	actions := map[string]bool{}
 	var feed func(in cutover.Input)
 	feed = func(in cutover.Input) {
 		calls++
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: rec}, in) {
+			if timers.Record(c) {
+				continue
+			}
 			switch c := c.(type) {
-			case cutover.SetTimer:
-				timers[c.ID] = c.At
-			case cutover.CancelTimer:
-				delete(timers, c.ID)
 			case cutover.Done:
 				done = &c
 				w.checkEnd(c)
@@ -67,13 +66,8 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 				}
 			}
 			w.crash()
-			pending, timers = nil, map[string]int64{}
-			b, err := json.Marshal(m.Snapshot())
-			require.NoError(t, err)
-			var s cutover.Snapshot
-			require.NoError(t, json.Unmarshal(b, &s))
-			m, err = cutover.Restore(s)
-			require.NoError(t, err)
+			pending, timers = nil, machinetest.Timers{}
+			m = machinetest.RoundTrip(t, m, cutover.Restore)
 			feed(cutover.Restarted{})
 		}
 	}
@@ -90,15 +84,9 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 			feed(w.apply(c, err, false))
 			continue
 		}
-		if len(timers) > 0 {
-			id := ""
-			for k, at := range timers {
-				if id == "" || at < timers[id] || at == timers[id] && k < id {
-					id = k
-				}
-			}
-			now = max(now, timers[id])
-			delete(timers, id)
+		if at, ok := timers.Next(); ok {
+			now = max(now, at)
+			id, _, _ := timers.Pop(now)
 			feed(cutover.TimerFired{ID: id})
 			continue
 		}
@@ -163,7 +151,15 @@ func TestActionsDocumented(t *testing.T) {
 			}
 		}
 	}
-	for seed := range uint64(300) {
+	all := func() bool {
+		for _, a := range documented {
+			if !seen[a] {
+				return false
+			}
+		}
+		return true
+	}
+	for seed := uint64(0); seed < 1000 && !all(); seed++ {
 		r := rngChooser{rand.New(rand.NewPCG(seed, 2))}
 		cfg := runConfig{instances: 1 + int(seed%4), attempts: 1 + int(seed%3), finalize: int(seed % 3), chaos: 150, foreign: seed%2 == 0}
 		if seed%7 == 0 {

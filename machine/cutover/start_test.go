@@ -23,3 +23,37 @@ func TestStartRefusesAttemptMark(t *testing.T) {
 	require.Equal(t, cutover.Aborted, done.Outcome)
 	require.Contains(t, done.Reason, `shard name "n0#2" contains '#'`)
 }
+
+// TestStartRefusesSharedServer: the fence is a role's, and a role belongs to the whole
+// server, so a source and a destination shard on one server cannot be fenced apart; the
+// cutover opens the destination at the publish while the source stays fenced. Start names
+// both shards and the fix, and changes nothing.
+func TestStartRefusesSharedServer(t *testing.T) {
+	rec := fixture()
+	rec.Target.Shards[2].Backend.Host = "10.0.1.2" // n2 on s1's server, another database
+	rec.Target.Shards[2].Backend.Database = "app_n2"
+	require.NoError(t, rec.Validate(), "the record itself is valid")
+	cmds := cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: rec, Plan: cutover.Plan{
+		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	require.Len(t, cmds, 1, "nothing but Done: no record written, no fence")
+	done, ok := cmds[0].(cutover.Done)
+	require.True(t, ok, "%v", cmds[0])
+	require.Equal(t, cutover.Aborted, done.Outcome)
+	require.Contains(t, done.Reason, "source shard s1 and destination shard n2 are on the same server 10.0.1.2:5432")
+	require.Contains(t, done.Reason, "ALTER ROLE app NOLOGIN")
+	require.Contains(t, done.Reason, "put the destination shards on other servers")
+
+	// Host names compare without case; another port is another server.
+	rec.Target.Shards[2].Backend.Host = "10.0.1.2"
+	rec.Target.Shards[2].Backend.Port = 5433
+	cmds = cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: rec, Plan: cutover.Plan{
+		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	_, isDone := cmds[0].(cutover.Done)
+	require.False(t, isDone, "a destination on another port of the same host is another server: %v", cmds[0])
+	rec.Layout.Shards[0].Backend.Host = "DB-A"
+	rec.Target.Shards[0].Backend.Host = "db-a"
+	cmds = cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: rec, Plan: cutover.Plan{
+		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	require.Len(t, cmds, 1)
+	require.Contains(t, cmds[0].(cutover.Done).Reason, "source shard s0 and destination shard n0 are on the same server DB-A:5432")
+}

@@ -50,10 +50,13 @@ func (s stage) String() string { return stageNames[s] }
 
 // The order of steps 2–6. The forward cutover runs begin, copy and catch-up first and
 // ends serving; the reverse one ends by stopping the stream the reverse CUTOVER started.
+// Open (the layout traffic moves to, unfenced) comes right after the publish: the
+// designated instance's CUTOVER released its holds, so what it took since is refused by
+// that fence until then, and the files and reloads need not wait for it.
 var (
-	stepsNormal               = []stage{stPause, stFence, stCutover, stResolve, stRepause, stPublish, stFiles, stReload, stOpen, stResume}
-	stepsPublishBeforeCutover = []stage{stPause, stFence, stPublish, stFiles, stReload, stCutover, stResolve, stRepause, stOpen, stResume}
-	stepsResumeBeforePublish  = []stage{stPause, stFence, stCutover, stResolve, stRepause, stOpen, stResume, stPublish, stFiles, stReload}
+	stepsNormal               = []stage{stPause, stFence, stCutover, stResolve, stRepause, stPublish, stOpen, stFiles, stReload, stResume}
+	stepsPublishBeforeCutover = []stage{stPause, stFence, stPublish, stOpen, stFiles, stReload, stCutover, stResolve, stRepause, stResume}
+	stepsResumeBeforePublish  = []stage{stPause, stFence, stCutover, stResolve, stRepause, stResume, stPublish, stOpen, stFiles, stReload}
 	stepsFilesBeforePublish   = []stage{stPause, stFence, stCutover, stResolve, stRepause, stFiles, stReload, stPublish, stOpen, stResume}
 )
 

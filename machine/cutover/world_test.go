@@ -41,6 +41,23 @@ type world struct {
 	// crash of the driver), in the order they were sent.
 	inflight []cutover.Command
 
+	// The clients' writes: after every effect each instance that is not held writes once,
+	// to the layout it routes to, if a shard of it takes the role. A write is on both
+	// layouts when a stream from its layout to the other runs (the world's streams carry
+	// at once, and CUTOVER drains before it swaps); otherwise it is stranded on its layout,
+	// lost if the database ends up serving the other one.
+	acked    int
+	stranded map[string]int
+	// Pause rounds: each first-round Pause's step (without its attempt) and whether one of
+	// its attempts took effect, and the rounds whose fence was sent (Missed must list every
+	// instance such a round did not pause).
+	pauses     map[string]string // base step -> instance
+	paused1    map[string]bool   // base step -> took effect
+	fenceRound map[string]bool   // step prefix before "fence/"
+	fencedEver map[string]bool   // shard -> a Fence of it took effect
+	// lateCut: a CUTOVER landed after its failure had been answered (see landLate).
+	lateCut bool
+
 	violations []string
 }
 
@@ -49,7 +66,8 @@ func newWorld(rec *shardmap.Record, instances []string, designated string) *worl
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation,
 		fenced: map[string]bool{}, routes: map[string]string{}, paused: map[string]bool{},
-		tasks: map[int64]cutover.TaskState{}, nextTask: 7,
+		tasks: map[int64]cutover.TaskState{}, nextTask: 7, stranded: map[string]int{},
+		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
 	}
 	for _, s := range rec.Shards {
 		w.src = append(w.src, s.Name)
@@ -90,10 +108,61 @@ func (w *world) live(l string) bool {
 	return routed && slices.ContainsFunc(w.shards(l), func(s string) bool { return !w.fenced[s] })
 }
 
-// checkSplit is the fence's reason to exist: never can writes reach both layouts.
+// checkSplit is the fence's reason to exist: never can writes reach both layouts. It also
+// lets the clients write (see traffic).
 func (w *world) checkSplit(after string) {
 	if w.live("src") && w.live("dst") {
 		w.violate("split brain after %s: routes=%v fenced=%v", after, w.routes, w.fenced)
+	}
+	w.traffic(after)
+}
+
+func other(l string) string {
+	if l == "dst" {
+		return "src"
+	}
+	return "dst"
+}
+
+// streams reports whether a stream carries writes from layout l to the other one: the
+// copy (from the source, until its CUTOVER finishes it or it is stopped), the stream the
+// forward CUTOVER started (from the new shards back), the one the reverse CUTOVER started.
+func (w *world) streams(l string) bool {
+	run := func(id int64) bool {
+		st, ok := w.tasks[id]
+		return id != 0 && ok && (st == cutover.TaskSyncing || st == cutover.TaskReplicating)
+	}
+	if l == "src" {
+		return run(w.copyTask) || run(w.restream)
+	}
+	return run(w.stream)
+}
+
+// traffic lets every instance that is not held write once through its routing. A write to
+// a layout no generation routing to it is stored for is what the fence of both layouts at
+// step 3 exists to refuse: until the publish, a rollback can still leave it behind.
+func (w *world) traffic(after string) {
+	for _, i := range w.instances {
+		l := w.routes[i]
+		if w.paused[i] || !slices.ContainsFunc(w.shards(l), func(s string) bool { return !w.fenced[s] }) {
+			continue
+		}
+		w.acked++
+		if pub := w.layoutOf(w.store); pub != l {
+			w.violate("%s writes reach the %s layout after %s, which no stored generation routes to (the store routes to %s at generation %d): fenced=%v",
+				i, l, after, pub, w.store.Generation, w.fenced)
+		}
+		if !w.streams(l) {
+			w.stranded[l]++
+		}
+	}
+}
+
+// drain is a CUTOVER's: what the stream from layout l has not carried yet reaches the
+// other layout before the swap (the world's streams carry at once, so nothing is left).
+func (w *world) drain(l string) {
+	if w.streams(l) {
+		w.stranded[l] = 0
 	}
 }
 
@@ -131,6 +200,16 @@ func (w *world) send(c cutover.Command) {
 		}
 	}
 	w.inflight = append(w.inflight, c)
+	switch c := c.(type) {
+	case cutover.Pause:
+		if b := baseStep(c.Step); strings.Contains(b, "/pause/") {
+			w.pauses[b] = c.Instance
+		}
+	case cutover.Fence:
+		if i := strings.Index(c.Step, "fence/"); i >= 0 {
+			w.fenceRound[c.Step[:i]] = true
+		}
+	}
 }
 
 // settle forgets a command in flight: it ran, or failed for good.
@@ -172,6 +251,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 			w.copyTask, w.slotTask = w.nextTask, w.nextTask
 			w.tasks[w.copyTask] = cutover.TaskSyncing
 			w.nextTask++
+			w.stranded["src"] = 0 // the initial copy carries every row
 		}
 		return cutover.CopyStarted{Step: c.Step, Task: w.slotTask, Err: fail}
 	case cutover.PollCopy:
@@ -204,6 +284,9 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		return cutover.TasksListed{Step: c.Step, Tasks: ts}
 	case cutover.Pause:
 		w.paused[c.Instance] = w.paused[c.Instance] || effect
+		if effect {
+			w.paused1[baseStep(c.Step)] = true
+		}
 	case cutover.Resume:
 		if effect {
 			w.checkResume(c.Instance)
@@ -212,6 +295,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 	case cutover.Fence:
 		if effect {
 			w.fenced[c.Shard] = true
+			w.fencedEver[c.Shard] = true
 		}
 	case cutover.Unfence:
 		if effect {
@@ -277,7 +361,9 @@ func (w *world) writeRecord(c cutover.WriteRecord) {
 
 // checkResume: an instance resumes only onto a published layout whose shards take writes.
 func (w *world) checkResume(inst string) {
-	if w.cut && !w.rcut && w.store.Generation < w.g+1 {
+	// (A CUTOVER that landed late may have taken effect without the machine knowing:
+	// resuming the others onto the source it rolls back to is then right.)
+	if w.cut && !w.rcut && w.store.Generation < w.g+1 && !w.lateCut {
 		w.violate("%s resumed while generation %d is not published (CUTOVER took effect)", inst, w.g+1)
 	}
 	for _, s := range w.shards(w.layoutOf(w.store)) {
@@ -294,6 +380,7 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	if !ok || st != cutover.TaskReplicating {
 		return false // "task is not a replication task"
 	}
+	w.drain(w.routes[c.Instance])
 	w.tasks[c.Task] = cutover.TaskFinished
 	id := w.nextTask
 	w.nextTask++
@@ -310,6 +397,14 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	return true
 }
 
+// landLate runs a CUTOVER whose failure was answered already: its request arrived after
+// the caller gave up (outside the driver's contract, which answers only once an attempt
+// has taken effect or never will, but a network can do it). Its answer goes nowhere.
+func (w *world) landLate(c cutover.Cutover) {
+	w.lateCut = true
+	w.apply(c, nil, false)
+}
+
 // swapAndFail models a CUTOVER that swapped routing past its point of no return and then
 // failed: the task is marked failed and no stream started.
 func (w *world) swapAndFail(c cutover.Cutover) {
@@ -317,6 +412,7 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 	if st := w.tasks[c.Task]; st != cutover.TaskReplicating {
 		return
 	}
+	w.drain(w.routes[c.Instance]) // the drain comes before the swap
 	w.tasks[c.Task] = cutover.TaskFailed
 	if c.Task == w.copyTask {
 		w.routes[c.Instance] = "dst"
@@ -336,19 +432,44 @@ func (w *world) checkEnd(d cutover.Done) {
 			}
 		}
 	}
+	if d.Outcome != cutover.Aborted && d.Outcome != cutover.Halted {
+		if l := other(w.layoutOf(w.store)); w.stranded[l] > 0 {
+			w.violate("%v: %d acknowledged writes lost: taken on the %s layout while no stream carried them to the one the database serves now",
+				d.Outcome, w.stranded[l], l)
+		}
+	}
+	var bases []string
+	for b := range w.pauses {
+		bases = append(bases, b)
+	}
+	slices.Sort(bases)
+	for _, b := range bases {
+		round := b[:strings.Index(b, "pause/")]
+		if i := w.pauses[b]; w.fenceRound[round] && !w.paused1[b] && !slices.Contains(d.Missed, i) {
+			w.violate("%v: %s never paused in round %q, which went on to fence, but Done.Missed is %v", d.Outcome, i, round, d.Missed)
+		}
+	}
 	switch d.Outcome {
 	case cutover.Finalized:
 		w.expectRecord(d, w.g+2, shardmap.Serving)
 		if len(d.Lagging) == 0 {
 			w.expectFence(w.src, false)
 		}
+		w.expectFence(w.dst, false)
 	case cutover.RolledBack:
 		w.expectRecord(d, w.g+1, shardmap.Serving)
 		if w.layoutOf(w.store) != "src" {
 			w.violate("rolled back but the record routes to the new layout")
 		}
 		w.expectFence(w.src, false)
-		if w.routes[w.designated] != "src" {
+		for _, s := range w.dst {
+			if w.fenced[s] != w.fencedEver[s] {
+				w.violate("rolled back: destination shard %s fenced=%v, but a fence reached it: %v (a rollback leaves the destination fenced)", s, w.fenced[s], w.fencedEver[s])
+			}
+		}
+		if w.routes[w.designated] != "src" && !w.lateCut {
+			// A CUTOVER that landed late may have swapped it again: it stays on the
+			// fenced destination until ConfigPush reloads it with Done's generation.
 			w.violate("rolled back but %s routes to the new shards", w.designated)
 		}
 	case cutover.Reversed:

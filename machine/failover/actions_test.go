@@ -5,17 +5,18 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine/failover"
+	"loam.dev/router/machine/machinetest"
 )
 
 // TestActionsCovered: the package doc lists exactly the Act constants, and the
-// interaction scripts show every one of them being emitted.
+// interaction scripts show every one of them being emitted, and no other.
 func TestActionsCovered(t *testing.T) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "failover.go", nil, 0)
@@ -38,18 +39,6 @@ func TestActionsCovered(t *testing.T) {
 		documented = append(documented, strings.TrimSpace(a))
 	}
 	require.ElementsMatch(t, consts, documented)
-
-	seen := map[string]bool{}
-	re := regexp.MustCompile(`spec PrimaryFailover (\w+)`)
-	files, _ := filepath.Glob("testdata/interaction/*.txt")
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
-		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-			seen[m[1]] = true
-		}
-	}
-	for _, a := range consts {
-		require.True(t, seen[a], "no script shows action %s", a)
-	}
+	require.ElementsMatch(t, consts, machinetest.ScriptActions(t, os.DirFS("testdata/interaction"), failover.Spec),
+		"the scripts show every action, and no other")
 }

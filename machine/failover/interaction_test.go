@@ -1,7 +1,6 @@
 package failover_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,17 +11,14 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/failover"
+	"loam.dev/router/machine/machinetest"
 )
 
-// TestInteraction replays testdata/interaction/*.txt through the world model; regenerate
-// with -rewrite and read the diff.
+// TestInteraction replays testdata/interaction/*.txt through the world model, each also
+// with the machine restored from its snapshot before every directive (see
+// machinetest.Scripts).
 func TestInteraction(t *testing.T) {
-	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
-		h := &harness{}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return h.handle(t, d)
-		})
-	})
+	machinetest.Scripts(t, "testdata/interaction", func() *harness { return &harness{} })
 }
 
 type harness struct {
@@ -32,9 +28,16 @@ type harness struct {
 	now     int64
 	rng     *rand.Rand
 	pending []failover.Command
-	timers  map[string]int64
+	timers  machinetest.Timers
 	mutant  bool
 	out     strings.Builder
+}
+
+// Restore implements machinetest.Harness.
+func (h *harness) Restore(t testing.TB) {
+	if h.m != nil {
+		h.m = machinetest.RoundTrip(t, h.m, failover.Restore)
+	}
 }
 
 func (h *harness) step(header string, in failover.Input) {
@@ -45,9 +48,10 @@ func (h *harness) step(header string, in failover.Input) {
 	}
 	for _, c := range cmds {
 		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
+		if h.timers.Record(c) {
+			continue
+		}
 		switch c := c.(type) {
-		case failover.SetTimer:
-			h.timers[c.ID] = c.At
 		case failover.Done:
 			h.w.checkEnd(c)
 		case failover.Alert:
@@ -61,14 +65,10 @@ func (h *harness) step(header string, in failover.Input) {
 	h.w.violations = nil
 }
 
-func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	h.out.Reset()
-	arg := func(k, def string) string {
-		if d.HasArg(k) {
-			d.ScanArgs(t, k, &def)
-		}
-		return def
-	}
+	arg := func(k, def string) string { return machinetest.Arg(t, d, k, def) }
 	switch d.Cmd {
 	case "start":
 		rec, shard, promoted := pgFixture()
@@ -79,7 +79,7 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.mutant = arg("mutant", "") == "skip-fence"
 		opts.Mutants.SkipFence = h.mutant
 		h.m, h.rec, h.now, h.rng = failover.New(), &machine.Recorder{}, 1000, rand.New(rand.NewPCG(1, 2))
-		h.pending, h.timers = nil, map[string]int64{}
+		h.pending, h.timers = nil, machinetest.Timers{}
 		if arg("same", "") == "true" {
 			promoted = rec.Shards[1].Backend
 		}
@@ -123,11 +123,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 		var ms int64
 		d.ScanArgs(t, "ms", &ms)
 		h.now += ms
-		for id, at := range h.timers {
-			if at <= h.now {
-				delete(h.timers, id)
-				h.step("timer "+id, failover.TimerFired{ID: id})
-			}
+		for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
+			h.step("timer "+id, failover.TimerFired{ID: id})
 		}
 	case "restart":
 		apply := arg("apply", "")
@@ -136,18 +133,8 @@ func (h *harness) handle(t *testing.T, d *datadriven.TestData) string {
 				h.w.apply(c, nil, false)
 			}
 		}
-		h.pending, h.timers = nil, map[string]int64{}
-		b, err := json.Marshal(h.m.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s failover.Snapshot
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		if h.m, err = failover.Restore(s); err != nil {
-			t.Fatal(err)
-		}
+		h.pending, h.timers = nil, machinetest.Timers{}
+		h.Restore(t)
 		h.step("restart", failover.Restarted{})
 	case "world":
 		b, _ := backendOf(h.w.store, h.w.shard)

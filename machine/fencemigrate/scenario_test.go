@@ -1,10 +1,8 @@
 package fencemigrate_test
 
 import (
-	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,24 +12,14 @@ import (
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/fencemigrate"
+	"loam.dev/router/machine/machinetest"
 )
 
-// TestScenarios replays testdata/*.txt: each verb feeds one input, and the output lists the
-// commands returned and the spec events emitted. Regenerate with -rewrite after reading the
-// diff.
+// TestScenarios replays testdata/*.txt, each also with the machine restored from its
+// snapshot before every directive (see machinetest.Scripts): each verb feeds one input, and
+// the output lists the commands returned and the spec events emitted.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario files: %v", err)
-	}
-	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			h := &harness{rec: &machine.Recorder{}}
-			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-				return h.run(t, d)
-			})
-		})
-	}
+	machinetest.Scripts(t, "testdata", func() *harness { return &harness{rec: &machine.Recorder{}} })
 }
 
 type harness struct {
@@ -40,27 +28,23 @@ type harness struct {
 	now int64
 }
 
-func arg(t *testing.T, d *datadriven.TestData, key string) string {
-	var v string
-	d.ScanArgs(t, key, &v)
-	return v
-}
-
-func optErr(t *testing.T, d *datadriven.TestData) error {
-	if d.HasArg("err") {
-		return errors.New(arg(t, d, "err"))
+// Restore implements machinetest.Harness.
+func (h *harness) Restore(t testing.TB) {
+	if h.m != nil {
+		h.m = machinetest.RoundTrip(t, h.m, func(s fencemigrate.Snapshot) (*fencemigrate.Machine, error) { return fencemigrate.Restore(s), nil })
 	}
-	return nil
 }
 
-func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
+	arg := func(key string) string { return machinetest.Need[string](t, d, key) }
 	var in fencemigrate.Input
 	switch d.Cmd {
 	case "config":
 		var ttl int64
 		d.ScanArgs(t, "ttl", &ttl)
 		cfg := fencemigrate.Config{LeaseTTL: ttl}
-		if d.HasArg("mutant") && arg(t, d, "mutant") == "M4" {
+		if machinetest.Arg(t, d, "mutant", "") == "M4" {
 			cfg.Mutant = fencing.M4
 		}
 		h.m = fencemigrate.New(cfg)
@@ -79,9 +63,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 	case "gone":
-		in = fencemigrate.PodGone{Pod: arg(t, d, "pod")}
+		in = fencemigrate.PodGone{Pod: arg("pod")}
 	case "advance":
-		v, err := fencing.ParseVersion(arg(t, d, "to"))
+		v, err := fencing.ParseVersion(arg("to"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,19 +75,19 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "backfill-done":
 		var n int
 		d.MaybeScanArgs(t, "sessions", &n)
-		in = fencemigrate.BackfillDone{Step: arg(t, d, "step"), Sessions: n, Err: optErr(t, d)}
+		in = fencemigrate.BackfillDone{Step: arg("step"), Sessions: n, Err: machinetest.Err(d)}
 	case "scanned":
 		var n int
 		d.MaybeScanArgs(t, "live", &n)
-		in = fencemigrate.OldLeasesScanned{Step: arg(t, d, "step"), Live: n, Err: optErr(t, d)}
+		in = fencemigrate.OldLeasesScanned{Step: arg("step"), Live: n, Err: machinetest.Err(d)}
 	case "fire":
-		in = fencemigrate.TimerFired{TimerFired: machine.TimerFired{ID: arg(t, d, "id")}}
+		in = fencemigrate.TimerFired{TimerFired: machine.TimerFired{ID: arg("id")}}
 	case "request-enable":
 		in = fencemigrate.RequestEnable{}
 	case "confirm":
-		in = fencemigrate.Confirm{Token: arg(t, d, "token")}
+		in = fencemigrate.Confirm{Token: arg("token")}
 	case "enabled":
-		in = fencemigrate.ClusterEnabled{Step: arg(t, d, "step"), Err: optErr(t, d)}
+		in = fencemigrate.ClusterEnabled{Step: arg("step"), Err: machinetest.Err(d)}
 	case "state":
 		s := h.m.Snapshot()
 		var pods []string

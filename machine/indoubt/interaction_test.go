@@ -23,30 +23,31 @@ import (
 // TestInteraction replays the scenario files under testdata/, each also with the monitor
 // restored from its snapshot before every directive (see machinetest.Scripts).
 func TestInteraction(t *testing.T) {
-	machinetest.Scripts(t, "testdata", func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string {
-		e := &env{restoreEveryStep: restoreEveryStep}
+	machinetest.Scripts(t, "testdata", func() *env {
+		e := &env{}
 		e.reset(indoubt.Options{})
-		return e.handle
+		return e
 	})
 }
 
 type env struct {
-	restoreEveryStep bool
-	opts             indoubt.Options
-	m                *indoubt.Monitor
-	now              int64
-	timer            int64 // the round timer's deadline, 0 when none is pending
+	opts   indoubt.Options
+	m      *indoubt.Monitor
+	now    int64
+	timers machinetest.Timers
 }
 
 func (e *env) reset(opts indoubt.Options) {
-	e.opts, e.m, e.now, e.timer = opts, indoubt.New(opts), 1000, 0
+	e.opts, e.m, e.now, e.timers = opts, indoubt.New(opts), 1000, machinetest.Timers{}
 }
 
-func (e *env) restore(t testing.TB) *indoubt.Monitor {
-	return machinetest.RoundTrip(t, e.m, func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, e.opts) })
+// Restore implements machinetest.Harness.
+func (e *env) Restore(t testing.TB) {
+	e.m = machinetest.RoundTrip(t, e.m, func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, e.opts) })
 }
 
-func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
+// Handle implements machinetest.Harness.
+func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 	if d.Cmd == "options" {
 		e.reset(indoubt.Options{
 			Period:     time.Duration(machinetest.Arg[int64](t, d, "period", 0)) * time.Millisecond,
@@ -55,9 +56,6 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 			BlindAfter: int(machinetest.Arg[int64](t, d, "blind-after", 0)),
 		})
 		return "ok"
-	}
-	if e.restoreEveryStep {
-		e.m = e.restore(t)
 	}
 	e.now += machinetest.Arg[int64](t, d, "advance", 0)
 	round := "r" + strconv.FormatUint(e.m.Snapshot().Round, 10)
@@ -97,14 +95,15 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		in = indoubt.Delivered{Step: round + "/" + kind + machinetest.Arg(t, d, "id", ""), Err: machinetest.Err(d)}
 	case "fire":
-		if e.timer == 0 {
+		at, ok := e.timers.Take(indoubt.RoundTimer)
+		if !ok {
 			d.Fatalf(t, "no round timer is pending")
 		}
-		e.now, e.timer = max(e.now, e.timer), 0
+		e.now = max(e.now, at)
 		in = indoubt.TimerFired{ID: indoubt.RoundTimer}
 	case "restart":
-		e.m = e.restore(t)
-		e.timer = 0
+		e.Restore(t)
+		e.timers = machinetest.Timers{}
 		in = indoubt.Restarted{}
 	case "alerts":
 		var b strings.Builder
@@ -119,9 +118,7 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 	cmds := e.m.On(&machine.Ctx{Now: e.now, Trace: rec}, in)
 	var b strings.Builder
 	for _, c := range cmds {
-		if st, ok := c.(indoubt.SetTimer); ok {
-			e.timer = st.At
-		}
+		e.timers.Record(c)
 		fmt.Fprintf(&b, "cmd %v\n", c)
 	}
 	for _, ev := range rec.Take() {

@@ -1,6 +1,7 @@
 // Package machinetest holds what the tests of every machine under machine/ share: the
-// snapshot round trip a driver performs, the choosers that drive random scenarios, and the
-// argument helpers of the datadriven interaction scripts. Import it from _test files only.
+// snapshot round trip a driver performs, the timers it keeps, the choosers that drive
+// random scenarios, and the runner and argument helpers of the datadriven interaction
+// scripts. Import it from _test files only.
 package machinetest
 
 import (
@@ -10,11 +11,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 	"pgregory.net/rapid"
+
+	"loam.dev/router/machine"
 )
 
 // TB is the part of testing.TB (and of *rapid.T) the helpers need.
@@ -80,6 +84,14 @@ func Arg[T any](t testing.TB, d *datadriven.TestData, key string, def T) T {
 	return v
 }
 
+// Need reads the argument key of a directive, failing t when it is absent.
+func Need[T any](t testing.TB, d *datadriven.TestData, key string) T {
+	t.Helper()
+	var v T
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
 // Vals reads a list argument, key=(a,b,c); key=() is the empty list.
 func Vals(d *datadriven.TestData, key string) []string {
 	a, ok := d.Arg(key)
@@ -97,23 +109,39 @@ func Err(d *datadriven.TestData) error {
 	return nil
 }
 
-// Scripts replays every datadriven script under dir twice, against the same expected
-// output: once as written, and once with restoreEveryStep set, where the harness must
-// round-trip its machine (RoundTrip) before every directive. A scenario therefore also
-// tests restarting from every snapshot it passes through. Regenerate the expected output
-// with go test -rewrite, and read the diff before committing it.
-func Scripts(t *testing.T, dir string, harness func(restoreEveryStep bool) func(*testing.T, *datadriven.TestData) string) {
+// Harness drives one machine through a datadriven script. Handle runs one directive and
+// returns its output. Restore replaces the machine by one restored from its snapshot, as a
+// driver does after a restart (RoundTrip, for a snapshot a driver persists as JSON); it
+// does nothing while the script has not made a machine yet.
+type Harness interface {
+	Handle(t *testing.T, d *datadriven.TestData) string
+	Restore(t testing.TB)
+}
+
+// Scripts replays every datadriven script under dir twice, each time with a new harness,
+// against the same expected output: once as written, and once with the machine restored
+// before every directive (Harness.Restore). A scenario therefore also tests restarting
+// from every snapshot it passes through. Regenerate the expected output with go test
+// -rewrite, and read the diff before committing it.
+func Scripts[H Harness](t *testing.T, dir string, newHarness func() H) {
 	for _, mode := range []string{"plain", "restore-every-step"} {
 		t.Run(mode, func(t *testing.T) {
 			datadriven.Walk(t, dir, func(t *testing.T, path string) {
-				datadriven.RunTest(t, path, harness(mode == "restore-every-step"))
+				h := newHarness()
+				datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+					if mode == "restore-every-step" {
+						h.Restore(t)
+					}
+					return h.Handle(t, d)
+				})
 			})
 		})
 	}
 }
 
 // ScriptActions returns every action of spec that the scenario files (*.txt) in dir show
-// being emitted (their "spec <Spec> <Action> ..." lines); pass os.DirFS("testdata"). With
+// being emitted (their "spec <Spec> <Action> ..." lines, indented or not); pass
+// os.DirFS("testdata"). With
 // the scripts verified by Scripts, comparing it with a machine's action list shows every
 // action is exercised.
 func ScriptActions(t testing.TB, dir fs.FS, spec string) []string {
@@ -130,10 +158,73 @@ func ScriptActions(t testing.TB, dir fs.FS, spec string) []string {
 			t.Fatalf("%v", err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, prefix); ok {
+			if rest, ok := strings.CutPrefix(strings.TrimLeft(line, " \t"), prefix); ok {
 				seen[strings.Fields(rest)[0]] = true
 			}
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// Timers plays a driver's timers in a scenario: the deadline of every timer the machine
+// has set and not cancelled, by id. Make one with Timers{}; a driver that dies loses them
+// all (start a new one).
+type Timers map[string]int64
+
+// Record keeps what a timer command asks for (a SetTimer replaces a pending timer of the
+// same id, a CancelTimer drops it) and reports whether c was one; other commands are left
+// to the caller. It recognises any machine's timer commands as the driver does, by the
+// methods of machine.SetTimer and machine.CancelTimer they embed.
+func (ts Timers) Record(c any) bool {
+	switch c := c.(type) {
+	case interface{ Timer() machine.SetTimer }:
+		ts[c.Timer().ID] = c.Timer().At
+		return true
+	case interface{ CancelledTimer() machine.CancelTimer }:
+		delete(ts, c.CancelledTimer().ID)
+		return true
+	}
+	return false
+}
+
+// Pop removes and returns the timer due at now (deadline at or before it) with the
+// earliest deadline, the smallest id among equals. Fire timers one Pop at a time: what a
+// fired timer's input cancels or sets is then seen by the next Pop.
+func (ts Timers) Pop(now int64) (id string, at int64, ok bool) {
+	for k, v := range ts {
+		if v <= now && (!ok || v < at || v == at && k < id) {
+			id, at, ok = k, v, true
+		}
+	}
+	if ok {
+		delete(ts, id)
+	}
+	return id, at, ok
+}
+
+// Next returns the earliest deadline pending.
+func (ts Timers) Next() (at int64, ok bool) {
+	for _, v := range ts {
+		if !ok || v < at {
+			at, ok = v, true
+		}
+	}
+	return at, ok
+}
+
+// Take removes timer id and returns its deadline.
+func (ts Timers) Take(id string) (at int64, ok bool) {
+	at, ok = ts[id]
+	delete(ts, id)
+	return at, ok
+}
+
+// List describes the pending timers, "<id> at=<deadline>" sorted by id.
+func (ts Timers) List() []string {
+	out := make([]string, 0, len(ts))
+	for id, at := range ts {
+		out = append(out, id+" at="+strconv.FormatInt(at, 10))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -3,9 +3,11 @@ package machinetest_test
 import (
 	"fmt"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/machine"
 	"loam.dev/router/machine/machinetest"
 )
 
@@ -60,4 +62,55 @@ func TestSeededIsDeterministic(t *testing.T) {
 	for range 100 {
 		require.Equal(t, a.IntN(1000), b.IntN(1000))
 	}
+}
+
+type setTimer struct{ machine.SetTimer }
+type cancelTimer struct{ machine.CancelTimer }
+
+// TestTimers: timer commands are recognised by their embedded machine types and nothing
+// else is; a SetTimer replaces, a CancelTimer drops; Pop hands out due timers earliest
+// first (smallest id among equals) and never one not yet due.
+func TestTimers(t *testing.T) {
+	ts := machinetest.Timers{}
+	require.True(t, ts.Record(setTimer{machine.SetTimer{ID: "b", At: 20}}))
+	require.True(t, ts.Record(setTimer{machine.SetTimer{ID: "a", At: 20}}))
+	require.True(t, ts.Record(setTimer{machine.SetTimer{ID: "c", At: 10}}))
+	require.True(t, ts.Record(machine.SetTimer{ID: "d", At: 5}))
+	require.True(t, ts.Record(setTimer{machine.SetTimer{ID: "c", At: 30}}), "replaces c's deadline")
+	require.True(t, ts.Record(cancelTimer{machine.CancelTimer{ID: "d"}}))
+	require.True(t, ts.Record(cancelTimer{machine.CancelTimer{ID: "unknown"}}), "cancelling an unknown timer is harmless")
+	require.False(t, ts.Record("not a timer"))
+	require.Equal(t, []string{"a at=20", "b at=20", "c at=30"}, ts.List())
+
+	next, ok := ts.Next()
+	require.True(t, ok)
+	require.Equal(t, int64(20), next)
+	_, _, ok = ts.Pop(19)
+	require.False(t, ok, "nothing is due before 20")
+	var fired []string
+	for id, at, ok := ts.Pop(25); ok; id, at, ok = ts.Pop(25) {
+		require.LessOrEqual(t, at, int64(25))
+		fired = append(fired, id)
+	}
+	require.Equal(t, []string{"a", "b"}, fired)
+	at, ok := ts.Take("c")
+	require.True(t, ok)
+	require.Equal(t, int64(30), at)
+	_, ok = ts.Take("c")
+	require.False(t, ok)
+	_, ok = ts.Next()
+	require.False(t, ok)
+	require.Empty(t, ts.List())
+}
+
+// TestScriptActions: the actions of one spec, from output lines indented or not, and not
+// those of another spec or lines that only mention one.
+func TestScriptActions(t *testing.T) {
+	dir := fstest.MapFS{
+		"a.txt":     {Data: []byte("start\n----\n> start\n  spec S Start x=1\n  cmd  spec S Fake\n")},
+		"b.txt":     {Data: []byte("spec S Stop\nspec T Other\n# spec S Comment\n")},
+		"notes.md":  {Data: []byte("spec S Ignored\n")},
+		"c.txt.bak": {Data: []byte("spec S Ignored\n")},
+	}
+	require.Equal(t, []string{"Start", "Stop"}, machinetest.ScriptActions(t, dir, "S"))
 }

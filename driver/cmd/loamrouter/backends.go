@@ -157,16 +157,21 @@ func adminDSN(dc *DatabaseConfig, rc RouterConfig) string {
 // shardDSN is how the controller logs into a shard's database: the record's host, port
 // and database, the config's shard_user and the password its environment variable holds.
 func shardDSN(dc *DatabaseConfig, b shardmap.Backend) string {
-	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), Path: "/" + b.Database}
-	if pw := secret(dc.ShardPasswordEnv); pw != "" {
-		u.User = url.UserPassword(dc.ShardUser, pw)
+	return pgURL(b.Host, int(b.Port), b.Database, dc.ShardUser, dc.ShardPasswordEnv, dc.ShardSSLMode)
+}
+
+// pgURL is a libpq connection URL for one of the controller's own logins (sslmode prefer
+// unless given; the password read from the environment variable passwordEnv names).
+func pgURL(host string, port int, database, user, passwordEnv, sslmode string) string {
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: "/" + database}
+	if pw := secret(passwordEnv); pw != "" {
+		u.User = url.UserPassword(user, pw)
 	} else {
-		u.User = url.User(dc.ShardUser)
+		u.User = url.User(user)
 	}
-	mode := dc.ShardSSLMode
-	if mode == "" {
-		mode = "prefer"
+	if sslmode == "" {
+		sslmode = "prefer"
 	}
-	u.RawQuery = url.Values{"sslmode": {mode}, "application_name": {"loamrouter"}}.Encode()
+	u.RawQuery = url.Values{"sslmode": {sslmode}, "application_name": {"loamrouter"}}.Encode()
 	return u.String()
 }

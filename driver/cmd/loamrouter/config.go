@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ type Config struct {
 	Alerts     AlertsConfig     `toml:"alerts"`
 	Databases  []DatabaseConfig `toml:"databases"`
 	Fencing    []FencingConfig  `toml:"fencing"`
+	LSN        LSNConfig        `toml:"lsn"`
 
 	path string // the file it came from, for messages
 }
@@ -153,6 +156,38 @@ type FencingConfig struct {
 	OldGeneration string `toml:"old_generation"`
 	NewLease      string `toml:"new_lease"`
 	NewGeneration string `toml:"new_generation"`
+}
+
+// LSNConfig is the causal-read LSN monitor: it polls every listed Postgres server on a
+// connection of its own for its progress (the insert position of a primary, the replay
+// position of a standby), keeps each server's history as causal reads need it, and shows the
+// stats_pgsql_lsn view (one row per server: host, port, position or NULL) on /status, as
+// metrics, and with `loamrouter lsn stats`. The names follow the proxy variables they mirror
+// (pgsql-monitor_lsn_poll_interval, _poll_timeout, _history).
+type LSNConfig struct {
+	// Enabled runs the monitor (default true when endpoints are listed).
+	Enabled *bool `toml:"enabled"`
+	// Interval between two polls of one server (default 10ms).
+	Interval Duration `toml:"interval"`
+	// Timeout bounds each poll and each (re)connection (default 100ms).
+	Timeout Duration `toml:"timeout"`
+	// History is how long samples are retained (default 60s).
+	History Duration `toml:"history"`
+	// User, PasswordEnv, Database and SSLMode are the monitor's login on every server
+	// (defaults postgres, none, postgres, prefer). The polled functions are open to every
+	// role, so a login-only role is enough.
+	User        string `toml:"user"`
+	PasswordEnv string `toml:"password_env"`
+	Database    string `toml:"database"`
+	SSLMode     string `toml:"sslmode"`
+	// Endpoints are the physical servers, each once however many hostgroups list it.
+	Endpoints []LSNEndpoint `toml:"endpoints"`
+}
+
+// LSNEndpoint is one physical Postgres server.
+type LSNEndpoint struct {
+	Host string `toml:"host"`
+	Port int    `toml:"port"` // default 5432
 }
 
 // Duration is a TOML string such as "30s" or "5m".
@@ -395,9 +430,7 @@ func (c *Config) check() error {
 			return bad(at+".name", "%s is configured twice; give each database one [[databases]] table", ref)
 		}
 		seen[ref] = true
-		switch d.ShardSSLMode {
-		case "", "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
-		default:
+		if !validSSLMode(d.ShardSSLMode) {
 			return bad(at+".shard_sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", d.ShardSSLMode)
 		}
 		ids := map[string]bool{}
@@ -443,7 +476,80 @@ func (c *Config) check() error {
 			return bad(at+".addrs", "give the Valkey/Redis addresses, e.g. addrs = [\"127.0.0.1:6379\"]")
 		}
 	}
+	return c.LSN.check(bad)
+}
+
+// Defaults of [lsn], as the proxy's.
+const (
+	defaultLSNInterval = 10 * time.Millisecond
+	defaultLSNTimeout  = 100 * time.Millisecond
+	defaultLSNHistory  = 60 * time.Second
+)
+
+// check validates [lsn] and fills its defaults.
+func (l *LSNConfig) check(bad func(key, format string, a ...any) error) error {
+	for _, d := range []struct {
+		key string
+		v   *Duration
+		def time.Duration
+	}{{"lsn.interval", &l.Interval, defaultLSNInterval}, {"lsn.timeout", &l.Timeout, defaultLSNTimeout}, {"lsn.history", &l.History, defaultLSNHistory}} {
+		if d.v.Duration == 0 {
+			d.v.Duration = d.def
+		}
+		if d.v.Duration < time.Millisecond {
+			return bad(d.key, "%v is below the monitor's 1ms clock; use at least \"1ms\" (default %q)", d.v.Duration, d.def.String())
+		}
+	}
+	if l.History.Duration < 2*l.Interval.Duration {
+		return bad("lsn.history", "%v keeps less than two polls of lsn.interval %v: causal reads need a predecessor sample; use at least %v (default \"60s\")",
+			l.History.Duration, l.Interval.Duration, 2*l.Interval.Duration)
+	}
+	if l.User == "" {
+		l.User = "postgres"
+	}
+	if l.Database == "" {
+		l.Database = "postgres"
+	}
+	if l.SSLMode == "" {
+		l.SSLMode = "prefer"
+	}
+	if !validSSLMode(l.SSLMode) {
+		return bad("lsn.sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", l.SSLMode)
+	}
+	if l.PasswordEnv != "" && os.Getenv(l.PasswordEnv) == "" {
+		return bad("lsn.password_env", "the environment variable %s is empty or unset; export it or remove the key", l.PasswordEnv)
+	}
+	seen := map[string]int{}
+	for i := range l.Endpoints {
+		e := &l.Endpoints[i]
+		at := fmt.Sprintf("lsn.endpoints[%d]", i)
+		if e.Host == "" {
+			return bad(at+".host", "give the server's host, e.g. host = \"10.0.0.2\" (and port, default 5432)")
+		}
+		if e.Port == 0 {
+			e.Port = 5432
+		}
+		if e.Port < 1 || e.Port > 65535 {
+			return bad(at+".port", "%d is not a TCP port; use 1 to 65535 (default 5432)", e.Port)
+		}
+		addr := net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+		if j, dup := seen[addr]; dup {
+			return bad(at, "%s is listed twice (also lsn.endpoints[%d]): a server is polled once however many hostgroups list it; remove one", addr, j)
+		}
+		seen[addr] = i
+	}
 	return nil
+}
+
+// On reports whether the monitor runs.
+func (l *LSNConfig) On() bool { return len(l.Endpoints) > 0 && (l.Enabled == nil || *l.Enabled) }
+
+func validSSLMode(m string) bool {
+	switch m {
+	case "", "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+		return true
+	}
+	return false
 }
 
 // Database finds a configured database.

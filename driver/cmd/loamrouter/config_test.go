@@ -37,6 +37,15 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 		{"unset env", "[[databases]]\nname = \"app\"\napp_password_env = \"LOAM_SURELY_UNSET_VAR\"\n", "databases[0].app_password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
 		{"sslmode", "[[databases]]\nname = \"app\"\nshard_sslmode = \"on\"\n", `databases[0].shard_sslmode: "on" is not an sslmode`},
 		{"fencing addrs", "[[fencing]]\nname = \"s\"\n", "fencing[0].addrs: give the Valkey/Redis addresses"},
+		{"lsn unknown key", "[lsn]\nintervall = \"10ms\"\n", `loam.toml:2: lsn.intervall: unknown key (did you mean "interval"?)`},
+		{"lsn endpoint unknown key", "[[lsn.endpoints]]\nhost = \"a\"\nprot = 5432\n", `lsn.endpoints.prot: unknown key (did you mean "port"?)`},
+		{"lsn interval below the clock", "[lsn]\ninterval = \"500us\"\n", `lsn.interval: 500µs is below the monitor's 1ms clock; use at least "1ms" (default "10ms")`},
+		{"lsn history too short", "[lsn]\ninterval = \"1s\"\nhistory = \"1s\"\n", "lsn.history: 1s keeps less than two polls of lsn.interval 1s"},
+		{"lsn endpoint without host", "[[lsn.endpoints]]\nport = 5432\n", `lsn.endpoints[0].host: give the server's host, e.g. host = "10.0.0.2"`},
+		{"lsn endpoint port", "[[lsn.endpoints]]\nhost = \"a\"\nport = 70000\n", "lsn.endpoints[0].port: 70000 is not a TCP port"},
+		{"lsn endpoint twice", "[[lsn.endpoints]]\nhost = \"a\"\n[[lsn.endpoints]]\nhost = \"b\"\n[[lsn.endpoints]]\nhost = \"a\"\nport = 5432\n", "lsn.endpoints[2]: a:5432 is listed twice (also lsn.endpoints[0]): a server is polled once however many hostgroups list it"},
+		{"lsn sslmode", "[lsn]\nsslmode = \"yes\"\n", `lsn.sslmode: "yes" is not an sslmode`},
+		{"lsn password env", "[lsn]\npassword_env = \"LOAM_SURELY_UNSET_VAR\"\n", "lsn.password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseConfig("loam.toml", []byte(c.text))
@@ -64,11 +73,32 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, "x", secret(d.AppPasswordEnv))
 }
 
+// TestConfigLSNDefaults: an endpoint alone runs the monitor with the proxy's defaults.
+func TestConfigLSNDefaults(t *testing.T) {
+	c, err := ParseConfig("loam.toml", []byte("[[lsn.endpoints]]\nhost = \"10.0.0.2\"\n"))
+	require.NoError(t, err)
+	l := c.LSN
+	require.True(t, l.On())
+	require.Equal(t, 5432, l.Endpoints[0].Port)
+	require.Equal(t, 10*time.Millisecond, l.Interval.Duration)
+	require.Equal(t, 100*time.Millisecond, l.Timeout.Duration)
+	require.Equal(t, 60*time.Second, l.History.Duration)
+	require.Equal(t, "postgres", l.User)
+	require.Equal(t, "prefer", l.SSLMode)
+	c, err = ParseConfig("loam.toml", []byte("[lsn]\nenabled = false\n[[lsn.endpoints]]\nhost = \"10.0.0.2\"\n"))
+	require.NoError(t, err)
+	require.False(t, c.LSN.On())
+	c, err = ParseConfig("loam.toml", nil)
+	require.NoError(t, err)
+	require.False(t, c.LSN.On(), "no endpoints, no monitor")
+}
+
 // FuzzParseConfig: any text is either a config or an error, never a panic.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("[controller]\nid = \"a\"\nlease_ttl = \"2s\"\n[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\n"))
 	f.Add([]byte("[store]\nkind = \"tikv\"\npd = [\"a:1\"]\n"))
 	f.Add([]byte("[[fencing]]\nname = \"s\"\naddrs = [\"x:1\"]\nlease_ttl = \"1s\"\n"))
+	f.Add([]byte("[lsn]\ninterval = \"5ms\"\n[[lsn.endpoints]]\nhost = \"a\"\nport = 5433\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("fuzz.toml", data)
 		if err == nil && c == nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,57 @@ func cliRun(t *testing.T, w *world, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestCutoverPlanFence: plan fails a record that puts a source and a destination shard on
+// one server (a role's fence holds for the whole server, and the cutover opens the
+// destination while the source stays fenced), naming both shards, the server and the fix,
+// and a fenced role that is also the login COPY_DATA uses; with separate servers and logins
+// both checks pass.
+func TestCutoverPlanFence(t *testing.T) {
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	dir := t.TempDir()
+	conf := cutoverConfig(t, dir, freePort(t))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	rec := reshardingRecord()
+	rec.Target.Shards[1].Backend.Port = 5002 // n1 on s1's server
+	rec.Target.Shards[1].Backend.Database = "app_n1"
+	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, 0, rec)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	w := newWorld()
+
+	out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+	require.ErrorContains(t, err, "preconditions fail")
+	require.Contains(t, out, "✗ fence: 127.0.0.1:5002")
+	require.Contains(t, out, "source shard s1 and destination shard n1 are both on 127.0.0.1:5002")
+	require.Contains(t, out, "put the destination shards on other servers")
+	require.Contains(t, out, "the cutover would abort at once: start: source shard s1 and destination shard n1 are on the same server")
+	require.NotContains(t, out, "fence: role", "app_user and schema_admin differ")
+	require.Zero(t, w.fences, "plan changes nothing")
+
+	out, err = cliRun(t, w, "--config", conf, "cutover", "plan", "app", "--role", "loam_copy")
+	require.Error(t, err)
+	require.Contains(t, out, "✗ fence: role")
+	require.Contains(t, out, "the fenced role loam_copy is also schema_admin")
+
+	// Separate servers: the fence check passes (the instances still lag: other checks fail).
+	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	cur, err := st.Read(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"})
+	require.NoError(t, err)
+	next := reshardingRecord()
+	next.Generation, next.State.To = 3, 4 // another target is another generation
+	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, cur.Version, next)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	out, _ = cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+	require.Contains(t, out, "✓ fence: separate servers")
+	require.NotContains(t, out, "✗ fence")
+}
+
 // TestCutoverThroughTheDaemon: plan checks pass, start files a request, the running
 // controller (in this process, holding the embedded store; the commands reach it through
 // its listen address) runs the fenced cutover over the fake fleet, status shows the bar and
@@ -161,7 +213,14 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	}, 15*time.Second, 50*time.Millisecond)
 	w.mu.Lock()
 	require.Equal(t, 1, w.cutover, "one CUTOVER on the designated instance")
-	require.Equal(t, 2, w.fences, "both source shards fenced")
+	require.Equal(t, 6, w.fences, "both layouts fenced at step 3: the 2 source shards and the 4 destination shards")
+	src := reshardingRecord()
+	for _, l := range []*shardmap.Layout{&src.Layout, src.Target} {
+		for _, s := range l.Shards {
+			k := s.Backend.Host + ":" + strconv.Itoa(int(s.Backend.Port)) // the fake's key (fakes_test.go)
+			require.Equal(t, l == &src.Layout, w.fenced[k], "%s: the source stays fenced until finalize, the destination was opened once generation 3 was published", k)
+		}
+	}
 	require.Equal(t, uint64(3), w.gen["pgdog-2"], "the other instances reloaded generation 3")
 	require.Equal(t, uint64(2), w.gen["pgdog-1"], "the designated instance is never reloaded after its CUTOVER (it stays on ConfigPush's 2)")
 	w.mu.Unlock()

@@ -23,9 +23,11 @@ func newCutoverCmd(c *cli) *cobra.Command {
 		Short: "Move a PgDog database to its resharded layout with the backend fence (§6.4)",
 		Long: `A cutover moves a database in phase resharding to its target layout, on every router
 instance: copy and catch up on the designated instance, pause every instance, fence the
-source shards in Postgres (NOLOGIN, sessions ended), CUTOVER on the designated instance,
-publish generation g+1 and reload every other instance, resume; then finalize (stop the
-reverse stream, clear the fence) or roll back (the same steps the other way).
+shards of both layouts in Postgres (NOLOGIN, sessions ended), CUTOVER on the designated
+instance, publish generation g+1, open the destination and reload every other instance,
+resume; then finalize (stop the reverse stream, clear the fence on the source) or roll back
+(the same steps the other way). Source and destination shards must be on different
+servers: a role's fence holds for a whole server.
 
 plan checks every precondition and changes nothing; start asks the running controller
 (loamrouter serve) to do it; status shows where it is; finalize and rollback decide.`,
@@ -33,7 +35,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 	planFlags := func(cc *cobra.Command) {
 		cc.Flags().String("designated", "", "the instance that copies and runs CUTOVER (default databases.cutover.designated)")
 		cc.Flags().String("publication", "", "publication COPY_DATA replicates (default databases.cutover.publication, else <db>_pub)")
-		cc.Flags().String("role", "", "application role fenced on the source shards (default databases.app_user)")
+		cc.Flags().String("role", "", "application role fenced on the shards of both layouts (default databases.app_user)")
 		cc.Flags().Int64("lag-threshold", 0, "replication lag in bytes at which the copy counts as caught up (default 1000000)")
 		cc.Flags().Duration("grace", 0, "wait between stopping the reverse stream and clearing the fence at finalize (default 60s)")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
@@ -54,6 +57,7 @@ also on Ctrl-C.`,
 			opts.workers, _ = cmd.Flags().GetInt("workers")
 			opts.steady, _ = cmd.Flags().GetDuration("steady")
 			r, err := runDemo(cmd.Context(), cmd.OutOrStdout(), opts)
+			pgtest.RemoveTemplate() // the servers' initdb template, made once per process
 			if err != nil {
 				return err
 			}
@@ -108,7 +112,7 @@ const (
 
 // demoWorld is what the demo started, for the controller's opener and for cleanup.
 type demoWorld struct {
-	src, dst *demoPG
+	src, dst *pgtest.Server
 	fleet    *refrouter.Fleet
 	mu       sync.Mutex
 	rs       *refrouter.Resharder
@@ -177,10 +181,10 @@ func (w *demoWorld) opener(ctx context.Context, dc *DatabaseConfig) (*fleet, err
 
 func (w *demoWorld) superDSN(b shardmap.Backend) string {
 	s := w.src
-	if int(b.Port) == w.dst.port {
+	if int(b.Port) == w.dst.Port {
 		s = w.dst
 	}
-	return s.dsn(b.Database)
+	return s.DSN(b.Database)
 }
 
 // runDemo is the demo; out receives the narration.
@@ -205,7 +209,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	var bin string
 	var err error
 	if o.noInstall {
-		bin, err = postgresBin()
+		bin, err = pgtest.BinDir()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errNoPostgres, err)
 		}
@@ -217,23 +221,30 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	if o.keep {
-		defer fmt.Fprintf(out, "kept %s (servers' logs, the store, controller.log)\n", root)
+		defer fmt.Fprintf(out, "kept %s (the store, controller.log) and the servers' directories above\n", root)
 	} else {
 		cleanups = append(cleanups, func() { os.RemoveAll(root) })
 	}
-	say("starting two Postgres servers (%s) in %s", bin, root)
-	settings := map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
-		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"}
+	// The servers are conformance/pgtest's throwaway ones (fsync off, trust on 127.0.0.1, as
+	// the postgres user when run as root), with what logical replication needs.
+	say("starting two Postgres servers (%s)", bin)
+	settings := pgtest.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
+		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"})
 	w := &demoWorld{}
 	var srcErr, dstErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); w.src, srcErr = startDemoPG(ctx, bin, root, "pg-source", settings) }()
-	go func() { defer wg.Done(); w.dst, dstErr = startDemoPG(ctx, bin, root, "pg-destination", settings) }()
+	go func() { defer wg.Done(); w.src, srcErr = pgtest.StartContext(ctx, settings) }()
+	go func() { defer wg.Done(); w.dst, dstErr = pgtest.StartContext(ctx, settings) }()
 	wg.Wait()
-	for _, s := range []*demoPG{w.src, w.dst} {
-		if s != nil {
-			cleanups = append(cleanups, s.stop)
+	for _, s := range []*pgtest.Server{w.src, w.dst} {
+		if s == nil {
+			continue
+		}
+		if o.keep {
+			cleanups = append(cleanups, func() { _ = s.Stop() })
+		} else {
+			cleanups = append(cleanups, func() { _ = s.Close() })
 		}
 	}
 	if err := errors.Join(srcErr, dstErr); err != nil {
@@ -243,7 +254,8 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "    source: 2 shards on 127.0.0.1:%d, destination: 3 shards on 127.0.0.1:%d\n", w.src.port, w.dst.port)
+	fmt.Fprintf(out, "    source: 2 shards on 127.0.0.1:%d (%s)\n    destination: 3 shards on 127.0.0.1:%d (%s)\n",
+		w.src.Port, w.src.DataDir, w.dst.Port, w.dst.DataDir)
 
 	// The controller's configuration, and the record at generation 1.
 	listen, err := freeAddr()
@@ -282,7 +294,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	say("shard map: %s generation 1, pg_hash on id over 2 shards (embedded store %s)", ref, cfg.Store.Dir)
 
 	// Three reference routers, and the controller.
-	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1})
+	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1, Generation: rec.Generation})
 	if err != nil {
 		return nil, err
 	}
@@ -478,19 +490,19 @@ var errNoPostgres = errors.New("skipped: needs postgres")
 
 func (w *demoWorld) createShards(ctx context.Context) (*shardmap.Record, shardmap.Layout, error) {
 	ddl := "CREATE TABLE " + demoTable + " (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON " + demoTable + " TO " + demoRole
-	for _, s := range []*demoPG{w.src, w.dst} {
-		if err := s.exec(ctx, "postgres", "CREATE ROLE "+demoRole+" LOGIN PASSWORD '"+demoPasswd+"'"); err != nil {
+	for _, s := range []*pgtest.Server{w.src, w.dst} {
+		if err := execSQL(ctx, s.DSN("postgres"), "CREATE ROLE "+demoRole+" LOGIN PASSWORD '"+demoPasswd+"'"); err != nil {
 			return nil, shardmap.Layout{}, err
 		}
 	}
-	mk := func(s *demoPG, name string) (shardmap.Backend, error) {
-		if err := s.exec(ctx, "postgres", "CREATE DATABASE "+name); err != nil {
+	mk := func(s *pgtest.Server, name string) (shardmap.Backend, error) {
+		if err := execSQL(ctx, s.DSN("postgres"), "CREATE DATABASE "+name); err != nil {
 			return shardmap.Backend{}, err
 		}
-		if err := s.exec(ctx, name, ddl); err != nil {
+		if err := execSQL(ctx, s.DSN(name), ddl); err != nil {
 			return shardmap.Backend{}, err
 		}
-		return shardmap.Backend{Host: "127.0.0.1", Port: uint16(s.port), Database: name}, nil
+		return shardmap.Backend{Host: "127.0.0.1", Port: uint16(s.Port), Database: name}, nil
 	}
 	var src, dst []shardmap.Backend
 	for i := range demoSrcN {
@@ -731,4 +743,41 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// ensurePostgres finds the binaries, installing Debian's postgresql when they are missing and
+// this process may (root, apt-get present); otherwise it says what to do.
+func ensurePostgres(ctx context.Context, out io.Writer) (string, error) {
+	bin, err := pgtest.BinDir()
+	if err == nil {
+		return bin, nil
+	}
+	apt, aptErr := exec.LookPath("apt-get")
+	if os.Geteuid() != 0 || aptErr != nil {
+		return "", fmt.Errorf("the demo needs PostgreSQL (%v): install it with `sudo apt-get install postgresql` (Debian/Ubuntu) and run `make demo` again, or set %s to a directory holding initdb, postgres and pg_basebackup", err, pgtest.EnvBinDir)
+	}
+	fmt.Fprintln(out, "PostgreSQL is not installed; installing Debian's postgresql package (apt-get install -y postgresql)...")
+	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "--no-install-recommends", "postgresql"}} {
+		cmd := exec.CommandContext(ctx, apt, args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, log.String())
+		}
+	}
+	// The package may start its own cluster; the demo starts its own servers instead.
+	_ = exec.Command("service", "postgresql", "stop").Run()
+	return pgtest.BinDir()
+}
+
+// execSQL runs statements on a connection of their own.
+func execSQL(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
 }

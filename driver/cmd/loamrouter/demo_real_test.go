@@ -55,6 +55,11 @@ func requireCleanedUp(t *testing.T, out string) {
 	for _, d := range left {
 		require.NotContains(t, out, d, "the demo's directory %s was left behind", d)
 	}
+	dirs := regexp.MustCompile(`on 127\.0\.0\.1:\d+ \(([^)]+)\)`).FindAllStringSubmatch(out, -1)
+	require.Len(t, dirs, 2, "the narration names both servers' data directories:\n%s", out)
+	for _, d := range dirs {
+		require.NoDirExists(t, d[1], "a server's data directory was left behind")
+	}
 	ports := regexp.MustCompile(`on 127\.0\.0\.1:(\d+)`).FindAllStringSubmatch(out, -1)
 	require.NotEmpty(t, ports, out)
 	for _, p := range ports {

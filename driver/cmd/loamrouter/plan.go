@@ -82,6 +82,22 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	if accepted {
 		r.add("start request", "ok", "the cutover machine accepts the plan")
 	}
+	// Each layout can be fenced on its own: the fence is the role's, and a role belongs to
+	// the whole server, while the cutover opens the destination at the publish and keeps
+	// the source fenced until finalize.
+	if rec.Target != nil {
+		shared := cutover.SharedServers(rec)
+		for _, x := range shared {
+			r.add("fence: "+x.Server, "fail", "source shard %s and destination shard %s are both on %s; the fence (ALTER ROLE %s NOLOGIN) holds for the whole server, and the cutover opens the destination when it publishes while the source stays fenced until finalize: put the destination shards on other servers",
+				x.Source, x.Destination, x.Server, plan.Role)
+		}
+		if len(shared) == 0 {
+			r.add("fence: separate servers", "ok", "no server holds both a source and a destination shard: each layout is fenced and opened on its own")
+		}
+	}
+	if plan.Role != "" && plan.Role == dc.SchemaAdmin {
+		r.add("fence: role", "fail", "the fenced role %s is also schema_admin, the login PgDog's COPY_DATA and its streams use: fencing it on both layouts would stop the copy and the stream back; give COPY_DATA a login of its own (schema_admin)", plan.Role)
+	}
 	// Nothing else is cutting this database over.
 	if _, err := st.GetBlob(ctx, cutoverRequestKey(ref)); err == nil {
 		r.add("no cutover running", "fail", "a cutover of %s is already requested (see `cutover status`)", ref)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/conformance/pgtest"
 )
 
 // The tests in this file run the real binary as separate processes.
@@ -51,6 +53,7 @@ func binaryTagged(t *testing.T, tags string) string {
 // TestMain removes the binaries it built.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.RemoveTemplate()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

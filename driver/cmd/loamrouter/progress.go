@@ -18,8 +18,8 @@ var stageStep = map[string]string{
 	"begin": "copy", "copy": "copy", "adopt": "copy", "catchup": "copy",
 	"pause": "pause", "fence": "fence",
 	"cutover": "cutover", "resolve": "cutover", "repause": "cutover",
-	"publish": "publish", "files": "publish", "reload": "publish",
-	"open": "resume", "resume": "resume",
+	"publish": "publish", "open": "publish", "files": "publish", "reload": "publish",
+	"resume":  "resume",
 	"serving": "finalize", "stop": "finalize", "grace": "finalize", "unfence": "finalize", "finish": "finalize",
 	"undo": "rollback",
 }

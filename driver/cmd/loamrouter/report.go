@@ -122,11 +122,23 @@ func shortWhat(what string) string {
 
 // writeReport writes the timeline as a self-contained HTML page.
 func writeReport(path, title string, t *timeline) error {
+	return writeReportPage(path, title, []reportSection{{TL: t}})
+}
+
+// reportSection is one drawing of a page, with a heading and preformatted text above it.
+type reportSection struct {
+	Heading string
+	Text    string
+	TL      *timeline
+}
+
+// writeReportPage writes sections as one self-contained HTML page.
+func writeReportPage(path, title string, sections []reportSection) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := renderHTML(f, title, t); err != nil {
+	if err := renderPage(f, title, sections); err != nil {
 		f.Close()
 		return err
 	}
@@ -142,9 +154,49 @@ const (
 	maxStep = 64
 )
 
-// renderHTML draws the page: a header, a legend and one inline SVG (no scripts, no
-// external files; tooltips are SVG <title>s).
+// renderHTML draws a page of one timeline.
 func renderHTML(w io.Writer, title string, t *timeline) error {
+	return renderPage(w, title, []reportSection{{TL: t}})
+}
+
+// renderPage draws the page: a header, a legend and an inline SVG per section (no scripts,
+// no external files; tooltips are SVG <title>s).
+func renderPage(w io.Writer, title string, sections []reportSection) error {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	esc := html.EscapeString
+	p(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>%s</title>
+<style>
+body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
+h1{font-size:18px;margin:0 0 4px} h2{font-size:15px;margin:24px 0 4px} .legend span{margin-right:14px}
+pre{background:#f6f6f6;padding:6px 8px;overflow-x:auto}
+svg text{font:11px ui-monospace,monospace}
+.lane{stroke:#bbb;stroke-dasharray:4 4} .lanename{font-weight:bold;font-size:12px}
+.cmd{stroke:#2a6fdb} .reply{stroke:#2a9d4b} .fail{stroke:#d62828} .note{fill:#555} .fault{fill:#d62828}
+.t{fill:#888}
+</style></head><body>
+<h1>%s</h1>
+<div class="legend"><span style="color:#2a6fdb">→ command</span><span style="color:#2a9d4b">← reply</span><span style="color:#d62828">✗ failure / fault</span><span>● note</span> — hover an arrow for its details.</div>
+<svg width="0" height="0" style="position:absolute"><defs>`, esc(title), esc(title))
+	for _, k := range []struct{ id, color string }{{"cmd", "#2a6fdb"}, {"reply", "#2a9d4b"}, {"fail", "#d62828"}} {
+		p(`<marker id="a-%s" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="%s"/></marker>`, k.id, k.color)
+	}
+	p("</defs></svg>\n")
+	for _, s := range sections {
+		if s.Heading != "" {
+			p("<h2>%s</h2>\n", esc(s.Heading))
+		}
+		if s.Text != "" {
+			p("<pre>%s</pre>\n", esc(s.Text))
+		}
+		renderSVG(w, s.TL)
+	}
+	p("</body></html>\n")
+	return nil
+}
+
+// renderSVG draws one timeline as a sequence diagram.
+func renderSVG(w io.Writer, t *timeline) {
 	ev := slices.Clone(t.Events)
 	slices.SortStableFunc(ev, func(a, b tlEvent) int { return int(a.At - b.At) })
 	// y grows with time, compressed: each event at least minStep below the previous, at most
@@ -166,25 +218,9 @@ func renderHTML(w io.Writer, title string, t *timeline) error {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	esc := html.EscapeString
-	p(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>%s</title>
-<style>
-body{font:13px/1.4 system-ui,sans-serif;margin:16px;color:#222}
-h1{font-size:18px;margin:0 0 4px} .legend span{margin-right:14px}
-svg text{font:11px ui-monospace,monospace}
-.lane{stroke:#bbb;stroke-dasharray:4 4} .lanename{font-weight:bold;font-size:12px}
-.cmd{stroke:#2a6fdb} .reply{stroke:#2a9d4b} .fail{stroke:#d62828} .note{fill:#555} .fault{fill:#d62828}
-.t{fill:#888}
-</style></head><body>
-<h1>%s</h1>
-<div class="legend"><span style="color:#2a6fdb">→ command</span><span style="color:#2a9d4b">← reply</span><span style="color:#d62828">✗ failure / fault</span><span>● note</span> — %d events, %d components; hover an arrow for its details.</div>
-`, esc(title), esc(title), len(ev), len(t.Lanes))
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">
-<defs>`, width, height, width, height)
-	for _, k := range []struct{ id, color string }{{"cmd", "#2a6fdb"}, {"reply", "#2a9d4b"}, {"fail", "#d62828"}} {
-		p(`<marker id="a-%s" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="%s"/></marker>`, k.id, k.color)
-	}
-	p("</defs>\n")
+	p(`<div class="legend">%d events, %d components</div>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">
+`, len(ev), len(t.Lanes), width, height, width, height)
 	for _, l := range t.Lanes {
 		p(`<text class="lanename" x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x[l], topH-24, esc(l))
 		p(`<line class="lane" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", x[l], topH-14, x[l], height-20)
@@ -215,8 +251,7 @@ svg text{font:11px ui-monospace,monospace}
 			p(`<text class="fault" x="%d" y="%d" text-anchor="middle">✗</text>`+"\n", x1, y+4)
 		}
 	}
-	p("</svg>\n</body></html>\n")
-	return nil
+	p("</svg>\n")
 }
 
 func (t *timeline) axis(at int64) string {

@@ -76,7 +76,7 @@ daemon's listen address.`,
 	f.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text (for a terminal) or json")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newMapCmd(c), newRenderCmd(c), newLocateCmd(c), newOracleCmd(c), newAuditCmd(c),
-		newCutoverCmd(c), newFailoverCmd(c), newInDoubtCmd(c), newFencingCmd(c), newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c))
+		newCutoverCmd(c), newFailoverCmd(c), newInDoubtCmd(c), newFencingCmd(c), newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c), newSimCmd(c), newLSNCmd(c))
 	return root
 }
 

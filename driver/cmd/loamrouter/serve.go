@@ -42,6 +42,11 @@ the lease is released so a standby takes over at once. A second signal stops at 
 controller.listen (default 127.0.0.1:9464) serves /metrics (Prometheus), /healthz, /status
 and the store API that the CLI uses while this daemon holds the embedded store.
 
+With [[lsn.endpoints]], every daemon (leader or standby) also runs the causal-read LSN
+monitor: each listed Postgres server is polled on a connection of its own for its progress,
+and the stats_pgsql_lsn view (host, port, position or NULL) is on /status, in the loam_lsn_*
+metrics and in ` + "`loamrouter lsn stats`" + `.
+
 Keys of loam.toml (all optional but [[databases]]):
 
   [controller] id, lease_ttl, listen, token_env, drain_timeout
@@ -54,7 +59,10 @@ Keys of loam.toml (all optional but [[databases]]):
     [databases.indoubt]   enabled, period, threshold, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
                           finalize_after, retry_after, attempts
-  [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation`,
+  [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation
+  [lsn]        enabled, interval (10ms), timeout (100ms), history (60s), user, password_env,
+               database, sslmode
+    [[lsn.endpoints]] host, port (5432): each physical server once`,
 		Example: `  loamrouter serve --config loam.toml
   loamrouter serve --config loam.toml --log-format json   # for a log collector
   curl -s 127.0.0.1:9464/metrics | grep loam_`,
@@ -97,6 +105,14 @@ func (c *cli) serve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	lsnMon, err := startLSNMonitor(cfg.LSN, c.log)
+	if err != nil {
+		return err
+	}
+	if lsnMon != nil {
+		defer lsnMon.close()
+		d.m.reg.MustRegister(lsnMon)
+	}
 
 	if cfg.Controller.Listen != "off" {
 		l, err := net.Listen("tcp", cfg.Controller.Listen)
@@ -109,7 +125,11 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 			tok, leader := d.lease.Valid()
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()})
+			st := map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()}
+			if lsnMon != nil {
+				st["lsn"] = lsnMon.view() // stats_pgsql_lsn
+			}
+			_ = json.NewEncoder(w).Encode(st)
 		})
 		mux.Handle("/v1/", httpstore.Handler(st, &httpstore.Options{Token: secret(cfg.Controller.TokenEnv)}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -333,7 +333,7 @@ func TestSIGTERMDrainsAndHandsOver(t *testing.T) {
 		}
 	}
 	for k, n := range open {
-		require.Zero(t, n, "%s: executed without a recorded result", k)
+		require.Zero(t, n, "%s: executed without a recorded result; the drained controller's log:\n%s", k, old.log())
 	}
 	t.Logf("takeover after SIGTERM: %v", took)
 }

@@ -1,0 +1,122 @@
+package mysql
+
+import (
+	"context"
+	"crypto/tls"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"loam.dev/router/adapters"
+)
+
+// Options configures a Backend. The zero value is usable.
+type Options struct {
+	// TLS, when set, is used for every connection, whatever the DSN's tls parameter says,
+	// with no plaintext fallback. Leave it nil to follow the DSN.
+	TLS *tls.Config
+	// MaxConns bounds the Backend's connection pool; default 4. FenceWrites holds one
+	// connection for its whole run and settles through another.
+	MaxConns int
+	// Settle is how long after the accounts were locked FenceWrites must still find no
+	// connection of the user before it returns; default 50ms. A login that passed its
+	// authentication just before the lock shows in the process list only then, and this is
+	// the time it is given to show up and be killed.
+	Settle time.Duration
+	// Binlog writes the fence's own statements (ACCOUNT LOCK, the fence record) to the binary
+	// log, so replicas apply them too. Off by default: the fence runs with sql_log_bin = 0,
+	// so fencing the old primary of a failover leaves no errant GTID on it, which would stop
+	// it from rejoining as a replica (Vitess refuses to reparent onto a tablet with errant
+	// GTIDs, and MariaDB's gtid_strict_mode refuses to replicate past one). The cost: a
+	// replica of a fenced server is not fenced by it.
+	Binlog bool
+	// FenceSchema is the database holding the fence record (see FenceTable); default "loam".
+	FenceSchema string
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConns <= 0 {
+		o.MaxConns = 4
+	}
+	if o.Settle <= 0 {
+		o.Settle = 50 * time.Millisecond
+	}
+	if o.FenceSchema == "" {
+		o.FenceSchema = "loam"
+	}
+	return o
+}
+
+// Backend is a ShardBackend for one MySQL or MariaDB server (a WeSQL or MySQL primary behind
+// Vitess, or a MariaDB one), reached as an administrator; see the package documentation for
+// the privileges. It is safe for concurrent use.
+type Backend struct {
+	name   string
+	db     *sql.DB
+	opt    Options
+	flavor Flavor
+	mut    mutation
+}
+
+var _ adapters.ShardBackend = (*Backend)(nil)
+
+// Open connects to the server of dsn (a go-sql-driver/mysql data source name such as
+// "loam_admin:pw@tcp(shard-0:3306)/commerce") and checks that it answers and which flavor
+// it is. Every connection runs with time_zone '+00:00', so checksums print TIMESTAMP
+// columns the same whatever the server's zone. Close the Backend when done.
+func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
+	opt = opt.withDefaults()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: reading the DSN: %w", err)
+	}
+	if opt.TLS != nil {
+		cfg.TLS = opt.TLS.Clone()
+		cfg.TLSConfig = ""
+		cfg.AllowFallbackToPlaintext = false
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.MultiStatements = false
+	name := cfg.Addr
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %s: %w", name, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(opt.MaxConns)
+	db.SetMaxIdleConns(opt.MaxConns)
+	b := &Backend{name: name, db: db, opt: opt}
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		db.Close()
+		return nil, Classify(name, "Open", fmt.Errorf("connecting to %s as %q: %w", name, cfg.User, err))
+	}
+	b.flavor = MySQL
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		b.flavor = MariaDB
+	}
+	return b, nil
+}
+
+// Name is the server's address, as errors name it.
+func (b *Backend) Name() string { return b.name }
+
+// Flavor is the server's kind, read from its version at Open.
+func (b *Backend) Flavor() Flavor { return b.flavor }
+
+// Close closes the Backend's connections.
+func (b *Backend) Close() error { return b.db.Close() }
+
+// fail wraps err as this backend's error for op.
+func (b *Backend) fail(op string, err error) error { return Classify(b.name, op, err) }
+
+// failf is fail with a message of the Backend's own.
+func (b *Backend) failf(op, code, format string, a ...any) error {
+	return &adapters.BackendError{Backend: b.name, Op: op, Code: code, Err: fmt.Errorf(format, a...)}
+}
