@@ -52,11 +52,21 @@ type CallFlags uint8
 
 const (
 	// Idempotent calls may be delivered twice (net.duplicate): reads, observes, reloads,
-	// pauses, fences. Writes and one-shot admin commands (CUTOVER) are never duplicated,
+	// pauses. Writes and one-shot admin commands (CUTOVER) are never duplicated,
 	// as a TCP connection never duplicates a request.
 	Idempotent CallFlags = 1 << iota
 	// LongPoll calls (a store Watch) wait up to 30 times CallTimeout for their answer.
 	LongPoll
+	// Settled calls never apply after their caller has seen them fail: a request not yet
+	// delivered when the call times out or its connection resets is dropped. This is the
+	// ShardBackend contract for Fence and Unfence (adapters/postgres and adapters/mysql
+	// cut a call short only once its server session is gone), without which a fence that
+	// timed out could land after the unfence that followed it. Settled calls are never
+	// duplicated either. When the caller crashes, a Settled request not yet delivered is
+	// either lost or applied at once: the controller that takes over first waits out the
+	// lease (driver.Lease, a TTL of seconds), and by then a dead process's connection has
+	// delivered or lost its last bytes.
+	Settled
 )
 
 // Reply is how a handler answers a call, at once or later. Only the first answer counts.
@@ -84,6 +94,8 @@ type call struct {
 	delivered  bool
 	completed  bool
 	suppressed bool // reset decided the request never arrives
+	settled    bool // Settled: dropped if undelivered when the call fails
+	handle     func(Reply)
 }
 
 // Network is the simulated network: a queue per directed link (events in the Sim's queue),
@@ -141,6 +153,12 @@ func (n *Network) Crash(id NodeID) {
 	n.s.Note(Label{Kind: "crash", To: nd.name})
 	for _, c := range n.inflightSorted() {
 		switch {
+		case c.from == id && c.settled && !c.delivered:
+			n.forget(c)
+			if n.s.Chance(0.5) {
+				n.deliver(c, 0, c.handle, false)
+			}
+			c.suppressed = true
 		case c.from == id:
 			n.forget(c)
 		case c.to == id:
@@ -193,7 +211,7 @@ func (n *Network) lost(from, to NodeID) bool {
 func (n *Network) Call(from, to NodeID, what string, flags CallFlags, handle func(Reply), done func(any, error)) {
 	n.nextCall++
 	c := &call{id: n.nextCall, from: from, to: to, what: what, done: done,
-		fromInc: n.nodes[from].inc, toInc: n.nodes[to].inc}
+		fromInc: n.nodes[from].inc, toInc: n.nodes[to].inc, settled: flags&Settled != 0, handle: handle}
 	n.inflight[c.id] = c
 	fromName, toName := n.nodes[from].name, n.nodes[to].name
 	if !n.nodes[to].up {
@@ -207,6 +225,9 @@ func (n *Network) Call(from, to NodeID, what string, flags CallFlags, handle fun
 		timeout *= 30
 	}
 	c.timeout = n.s.After(timeout, Label{Kind: "timeout", From: fromName, To: toName, What: what, ID: int64(c.id)}, func() {
+		if c.settled && !c.delivered {
+			c.suppressed = true
+		}
 		n.complete(c, nil, &IndeterminateError{From: fromName, To: toName, What: what, Cause: "timeout"})
 	})
 	if n.lost(from, to) {
@@ -284,7 +305,7 @@ func (n *Network) Reset(a, b NodeID) int {
 	k := 0
 	for _, c := range n.inflightSorted() {
 		if (c.from == a && c.to == b) || (c.from == b && c.to == a) {
-			if !c.delivered && !n.s.Chance(0.5) {
+			if !c.delivered && (c.settled || !n.s.Chance(0.5)) {
 				c.suppressed = true
 			}
 			n.complete(c, nil, &IndeterminateError{From: n.nodes[c.from].name, To: n.nodes[c.to].name, What: c.what, Cause: "reset"})

@@ -255,3 +255,72 @@ func TestCatalogueIsDocumented(t *testing.T) {
 		require.LessOrEqual(t, p.Base, 1.0, p.Name)
 	}
 }
+
+// TestSettledNeverAppliesAfterFailure: a Settled call (a fence) is handled at most once,
+// and never after its caller has seen it fail, whatever the network does; the same calls
+// without the flag do apply late on some seed (so the check can fail).
+func TestSettledNeverAppliesAfterFailure(t *testing.T) {
+	late := func(seed uint64, flags detsim.CallFlags) (lateApplied, twice bool) {
+		s := detsim.New(detsim.Config{Seed: seed, AllFaults: true,
+			Points: []string{"net.drop", "net.duplicate", "net.partition", "net.reset", "net.slow"}})
+		a, b := s.Net.AddNode("a"), s.Net.AddNode("b")
+		for i := range 40 {
+			failed, handled := false, 0
+			s.At(int64(i*50), detsim.Label{Kind: "op", ID: int64(i)}, func() {
+				s.Net.Call(a, b, "fence", flags, func(r detsim.Reply) {
+					handled++
+					twice = twice || handled > 1
+					lateApplied = lateApplied || failed
+					r(nil, nil)
+				}, func(_ any, err error) { failed = err != nil })
+			})
+		}
+		s.StartNemesis()
+		s.Run(math.MaxInt64, 100_000)
+		return lateApplied, twice
+	}
+	unsettled := 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		l, tw := late(seed, detsim.Settled)
+		require.False(t, l, "seed %d: a Settled call applied after its caller saw it fail", seed)
+		require.False(t, tw, "seed %d: a Settled call was handled twice", seed)
+		if l, _ := late(seed, 0); l {
+			unsettled++
+		}
+	}
+	require.Positive(t, unsettled, "no seed applied an ordinary call late: the check above proves nothing")
+}
+
+// TestSettledOfDeadCallerResolvesAtCrash: a Settled request of a caller that crashes is lost
+// or applied at the crash, never once the caller runs again; an ordinary one may still land
+// after the restart (so the check can fail).
+func TestSettledOfDeadCallerResolvesAtCrash(t *testing.T) {
+	afterRestart := func(seed uint64, flags detsim.CallFlags) (late, applied bool) {
+		s := detsim.New(detsim.Config{Seed: seed})
+		a, b := s.Net.AddNode("a"), s.Net.AddNode("b")
+		s.Net.Slow(a, b, 100) // requests take far longer than the crash and restart
+		restarted := false
+		s.Net.Call(a, b, "fence", flags, func(r detsim.Reply) {
+			applied = true
+			late = late || restarted
+			r(nil, nil)
+		}, func(any, error) {})
+		s.At(5, detsim.Label{Kind: "op"}, func() { s.Net.Crash(a) })
+		s.At(10, detsim.Label{Kind: "op"}, func() { s.Net.Restart(a); restarted = true })
+		s.Run(math.MaxInt64, 1000)
+		return late, applied
+	}
+	seen := map[bool]int{}
+	ordinaryLate := 0
+	for seed := uint64(1); seed <= 64; seed++ {
+		late, applied := afterRestart(seed, detsim.Settled)
+		require.False(t, late, "seed %d: a dead caller's Settled request landed after its restart", seed)
+		seen[applied]++
+		if l, _ := afterRestart(seed, 0); l {
+			ordinaryLate++
+		}
+	}
+	require.Positive(t, seen[true], "never applied at the crash")
+	require.Positive(t, seen[false], "never lost at the crash")
+	require.Positive(t, ordinaryLate, "an ordinary request never landed late: the check proves nothing")
+}

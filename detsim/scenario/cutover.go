@@ -228,11 +228,11 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			func(rep detsim.Reply) { rep(nil, r.Resume(x.Database)) }, reply(x.Step))
 	case cutover.Fence:
 		b := f.dir[x.Backend.Host]
-		s.Net.Call(ctl, b.Node, "fence", detsim.Idempotent,
+		s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
 			func(rep detsim.Reply) { rep(nil, b.FenceWrites(x.Role)) }, reply(x.Step))
 	case cutover.Unfence:
 		b := f.dir[x.Backend.Host]
-		s.Net.Call(ctl, b.Node, "unfence", detsim.Idempotent,
+		s.Net.Call(ctl, b.Node, "unfence", detsim.Settled,
 			func(rep detsim.Reply) { rep(nil, b.UnfenceWrites(x.Role)) }, reply(x.Step))
 	case cutover.Cutover:
 		r := f.router(x.Instance)

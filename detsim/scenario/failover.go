@@ -357,7 +357,7 @@ func (r *failoverRun) exec(a *attempt, cmd failover.Command) {
 	switch c := cmd.(type) {
 	case failover.FenceOld:
 		b := f.dir[c.Backend.Host]
-		s.Net.Call(ctl, b.Node, "fence", detsim.Idempotent,
+		s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
 			func(rep detsim.Reply) { rep(nil, b.FenceWrites(c.Role)) },
 			func(_ any, err error) { back(failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: err}) })
 	case failover.Reparent:
