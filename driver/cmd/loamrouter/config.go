@@ -151,6 +151,12 @@ type FencingConfig struct {
 	Name     string   `toml:"name"`
 	Addrs    []string `toml:"addrs"`
 	LeaseTTL Duration `toml:"lease_ttl"` // the directory's lease TTL: the drain wait (default 30s)
+	// Pods is the fleet's roster: the names of every pod of the deployment that uses the
+	// directory, as the deploy system lists them (--pods overrides it). The fencing commands
+	// count a listed pod that has not reported as running O: legacy pods never report, and
+	// the fleet's version cannot be learnt from reports alone. advance and enable refuse
+	// without a roster.
+	Pods []string `toml:"pods"`
 	// Key templates (see kernel/fencing.Naming): <community> and <session> are replaced.
 	OldLease      string `toml:"old_lease"`
 	OldGeneration string `toml:"old_generation"`
@@ -474,6 +480,11 @@ func (c *Config) check() error {
 		names[f.Name] = true
 		if len(f.Addrs) == 0 {
 			return bad(at+".addrs", "give the Valkey/Redis addresses, e.g. addrs = [\"127.0.0.1:6379\"]")
+		}
+		if f.Pods != nil {
+			if msg := checkRoster(f.Pods); msg != "" {
+				return bad(at+".pods", "%s", msg)
+			}
 		}
 	}
 	return c.LSN.check(bad)

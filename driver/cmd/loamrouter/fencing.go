@@ -45,6 +45,11 @@ type fencingRun struct {
 	audit   *driver.Audit
 	refused error
 	timers  map[string]int64
+	// roster is the deployment's pod names (nil: none given), from where; fleet is what the
+	// command fed the machine about them.
+	roster []string
+	from   string
+	fleet  rosterFeed
 }
 
 func (c *cli) fencingConfig(name string) (*FencingConfig, error) {
@@ -73,11 +78,24 @@ func naming(f *FencingConfig) fencing.Naming {
 	return n
 }
 
-// openFencing restores the machine, connects to Valkey and feeds every pod's reported version.
-func (c *cli) openFencing(ctx context.Context, name string, out io.Writer) (*fencingRun, func(), error) {
+// openFencing restores the machine, connects to Valkey and feeds the fleet: every pod of
+// the roster (--pods, else the table's pods) at its reported version or O, every pod that
+// reports, and PodGone for a pod the machine knew that is in neither (see mergeRoster).
+// command names the subcommand; every one but status refuses without a roster.
+func (c *cli) openFencing(cmd *cobra.Command, command, name string) (*fencingRun, func(), error) {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	fc, err := c.fencingConfig(name)
 	if err != nil {
 		return nil, nil, err
+	}
+	roster, from, err := fencingRoster(cmd, fc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if command != "status" {
+		if err := needRoster(name, command, roster); err != nil {
+			return nil, nil, err
+		}
 	}
 	n := naming(fc)
 	if err := n.Validate(); err != nil {
@@ -112,6 +130,7 @@ func (c *cli) openFencing(ctx context.Context, name string, out io.Writer) (*fen
 		closeAll = func() { prev(); trace.Close() }
 	}
 	r := &fencingRun{c: c, name: name, st: st, ex: ex, out: out, audit: c.audit(st), timers: map[string]int64{},
+		roster: roster, from: from,
 		mctx: &machine.Ctx{Rand: rand.New(rand.NewChaCha8(seed)), Trace: sink}}
 	b, err := st.GetBlob(ctx, fencingSnapshotKey(name))
 	switch {
@@ -133,16 +152,8 @@ func (c *cli) openFencing(ctx context.Context, name string, out io.Writer) (*fen
 		closeAll()
 		return nil, nil, fmt.Errorf("fencing %q: reading the pods' versions: %w", name, err)
 	}
-	var inputs []fencemigrate.Input
-	for _, pod := range slices.Sorted(maps.Keys(vs)) {
-		inputs = append(inputs, fencemigrate.PodReported{Pod: pod, Version: vs[pod]})
-	}
-	for pod := range r.m.Snapshot().Pods {
-		if _, ok := vs[pod]; !ok {
-			inputs = append(inputs, fencemigrate.PodGone{Pod: pod})
-		}
-	}
-	if err := r.feed(ctx, inputs...); err != nil {
+	r.fleet = mergeRoster(roster, vs, r.m.Snapshot().Pods)
+	if err := r.feed(ctx, r.fleet.Inputs...); err != nil {
 		closeAll()
 		return nil, nil, err
 	}
@@ -313,14 +324,31 @@ type fencingStatus struct {
 	Backfilled bool              `json:"backfilled"`
 	Drained    bool              `json:"drained"`
 	Enabled    bool              `json:"enabled"`
-	Next       string            `json:"next"`
+	// Roster is the deployment's pod names (null: none given; advance and enable refuse),
+	// RosterFrom where they came from.
+	Roster     []string `json:"roster"`
+	RosterFrom string   `json:"roster_from,omitempty"`
+	// Unreported are roster pods with no report, counted as O; NotInRoster are reporting
+	// pods the roster does not list, counted all the same.
+	Unreported  []string `json:"unreported,omitempty"`
+	NotInRoster []string `json:"not_in_roster,omitempty"`
+	Warnings    []string `json:"warnings,omitempty"`
+	Next        string   `json:"next"`
 }
 
 func (r *fencingRun) status() fencingStatus {
 	s := r.m.Snapshot()
-	st := fencingStatus{Name: r.name, Allowed: s.Allowed.String(), Pods: map[string]string{}, Backfilled: s.Backfilled, Drained: s.Drained, Enabled: s.Enabled}
+	st := fencingStatus{Name: r.name, Allowed: s.Allowed.String(), Pods: map[string]string{}, Backfilled: s.Backfilled, Drained: s.Drained, Enabled: s.Enabled,
+		Roster: r.roster, RosterFrom: r.from, Unreported: r.fleet.Unreported, NotInRoster: r.fleet.NotInRoster}
 	for p, v := range s.Pods {
 		st.Pods[p] = v.String()
+	}
+	if r.roster == nil {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("the roster is missing: only the pods that report are known, and legacy O pods never report; advance and enable refuse until you %s", rosterFix))
+	}
+	for _, p := range r.fleet.NotInRoster {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("pod %s reports %s but is not in the roster (%s): it is counted, since it runs; add it to the roster if it belongs to the deployment, or if it is gone delete its report (HDEL %s %s)",
+			p, st.Pods[p], r.from, valkey.DefaultPodsKey, p))
 	}
 	all := func(v fencing.Version) bool {
 		if len(s.Pods) == 0 {
@@ -336,6 +364,8 @@ func (r *fencingRun) status() fencingStatus {
 	switch {
 	case s.Enabled:
 		st.Next = "nothing: the migration is over"
+	case r.roster == nil:
+		st.Next = fmt.Sprintf("give the fleet's roster (%s), then `fencing status %s` again", rosterFix, r.name)
 	case s.Allowed < fencing.C && !all(s.Allowed) && !(s.Allowed == fencing.O && len(s.Pods) == 0):
 		st.Next = fmt.Sprintf("roll every pod to %s (they report it), then `fencing advance %s`", s.Allowed, r.name)
 	case s.Allowed == fencing.B && !s.Backfilled:
@@ -356,11 +386,21 @@ func newFencingCmd(c *cli) *cobra.Command {
 		Short: "Drive the fenced session directory's key migration (O → A → B → backfill → C → enable)",
 		Long: `The fencing commands move one fenced session directory on Valkey/Redis ([[fencing]] in
 loam.toml) through its key migration, one gate at a time: every request is refused, naming
-the gate, unless the fleet's reported script versions, the backfill and the drain allow it.
-Pods report their version into Valkey; the migration's state lives in the store.`,
+the gate, unless the fleet's script versions, the backfill and the drain allow it.
+Pods report their version into Valkey; the migration's state lives in the store.
+
+The fleet's roster comes from the deploy system, not from the reports: pods = [...] in the
+[[fencing]] table, or --pods a,b,c (overriding it, for scripts that read the deployment).
+Legacy pods on O never report, so a roster pod that has not reported counts as O; a pod
+that reports but is not in the roster counts too, with a warning in status; a pod is
+forgotten only when it is in neither. advance and enable refuse without a roster; status
+shows what it can and says the roster is missing.`,
+		Example: `  loamrouter fencing status sessions
+  loamrouter fencing advance sessions --pods "$(kubectl get pods -l app=relay -o jsonpath='{.items[*].metadata.name}' | tr ' ' ,)"`,
 	}
-	run := func(cmd *cobra.Command, name string, inputs ...fencemigrate.Input) (*fencingRun, error) {
-		r, closeAll, err := c.openFencing(cmd.Context(), name, cmd.OutOrStdout())
+	cmd.PersistentFlags().StringSlice("pods", nil, "the deployment's pod names, comma-separated (overrides fencing.pods in loam.toml)")
+	run := func(cmd *cobra.Command, command, name string, inputs ...fencemigrate.Input) (*fencingRun, error) {
+		r, closeAll, err := c.openFencing(cmd, command, name)
 		if err != nil {
 			return nil, err
 		}
@@ -376,15 +416,30 @@ Pods report their version into Valkey; the migration's state lives in the store.
 		Example: "  loamrouter fencing status sessions\n  loamrouter fencing status sessions --output json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := run(cmd, args[0])
+			r, err := run(cmd, "status", args[0])
 			if err != nil {
 				return err
 			}
 			s := r.status()
 			return c.emit(cmd.OutOrStdout(), s, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s: allowed %s, backfilled %v, drained %v, cluster mode %v\n", s.Name, s.Allowed, s.Backfilled, s.Drained, s.Enabled)
+				if s.Roster == nil {
+					fmt.Fprintf(w, "roster: missing (%s)\n", rosterFix)
+				} else {
+					fmt.Fprintf(w, "roster: %d pods (%s)\n", len(s.Roster), s.RosterFrom)
+				}
 				for _, p := range slices.Sorted(maps.Keys(s.Pods)) {
-					fmt.Fprintf(w, "  pod %-20s %s\n", p, s.Pods[p])
+					note := ""
+					switch {
+					case slices.Contains(s.Unreported, p):
+						note = "  (no report: counted as O, it may run the legacy scripts)"
+					case slices.Contains(s.NotInRoster, p):
+						note = "  (not in the roster)"
+					}
+					fmt.Fprintf(w, "  pod %-20s %s%s\n", p, s.Pods[p], note)
+				}
+				for _, m := range s.Warnings {
+					fmt.Fprintf(w, "warning: %s\n", m)
 				}
 				fmt.Fprintf(w, "next: %s\n", s.Next)
 				return nil
@@ -397,13 +452,15 @@ Pods report their version into Valkey; the migration's state lives in the store.
 		Long: `advance allows the next version fleet-wide: A always, B once every pod runs A, C once every
 pod runs B, the backfill has run and, one lease TTL later, a complete scan found no live
 old-key lease (advance waits the drain out, with a progress line). --backfill folds the
-old counters into the new ones, once every pod runs B.`,
-		Example: "  loamrouter fencing advance sessions\n  loamrouter fencing advance sessions --backfill\n  loamrouter fencing advance sessions --to C",
+old counters into the new ones, once every pod runs B. "Every pod" is every pod of the
+roster (fencing.pods or --pods; advance refuses without one) and every pod that reports:
+a roster pod that has not reported counts as O.`,
+		Example: "  loamrouter fencing advance sessions\n  loamrouter fencing advance sessions --backfill\n  loamrouter fencing advance sessions --to C\n  loamrouter fencing advance sessions --pods relay-0,relay-1,relay-2",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			backfill, _ := cmd.Flags().GetBool("backfill")
 			to, _ := cmd.Flags().GetString("to")
-			r, closeAll, err := c.openFencing(cmd.Context(), args[0], cmd.OutOrStdout())
+			r, closeAll, err := c.openFencing(cmd, "advance", args[0])
 			if err != nil {
 				return err
 			}
@@ -448,7 +505,7 @@ old counters into the new ones, once every pod runs B.`,
 			if token != "" {
 				in = fencemigrate.Confirm{Token: token}
 			}
-			_, err := run(cmd, args[0], in)
+			_, err := run(cmd, "enable", args[0], in)
 			return err
 		},
 	}

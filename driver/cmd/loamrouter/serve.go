@@ -59,7 +59,8 @@ Keys of loam.toml (all optional but [[databases]]):
     [databases.indoubt]   enabled, period, threshold, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
                           finalize_after, retry_after, attempts
-  [[fencing]]  name, addrs, lease_ttl, old_lease, old_generation, new_lease, new_generation
+  [[fencing]]  name, addrs, pods (the deployment's pod names), lease_ttl, old_lease,
+               old_generation, new_lease, new_generation
   [lsn]        enabled, interval (10ms), timeout (100ms), history (60s), user, password_env,
                database, sslmode
     [[lsn.endpoints]] host, port (5432): each physical server once`,
