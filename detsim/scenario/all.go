@@ -15,14 +15,17 @@
 //     by one layout after the other began serving, and released instances route to
 //     writable shards.
 //   - fencing: the Valkey fencing-key migration (seed 002) with the rollout machine on the
-//     daemon and three pods using the directory: T1, T2, T3, and the migration completes.
+//     daemon, fed the fleet's roster by the deploy system, and three pods using the
+//     directory: T1, T2, T3, and the migration completes. Its mutant
+//     fencing-roster-from-reports (the roster learnt from the pods' reports, as loamrouter
+//     once did) was the simulator's finding.
 //   - failover: the failover machine repointing a shard after its standby's promotion, for
 //     PgDog (hand-off to ConfigPush) and Vitess (vtctld reparent): no acknowledged write
 //     lost, one writable primary routed, the record mirrors Vitess, convergence.
 //   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
 //     mode (TestExploreCutoverCrash).
-//   - fencing-late, fencing-roster (KnownIssues, not in All): known issues of the fencing
-//     migration, reproduced by TestFencingKnownIssues.
+//   - fencing-late (KnownIssues, not in All): a known issue of the fencing migration,
+//     reproduced by TestFencingKnownIssues.
 //
 // TestSim runs the corpus and fresh seeds of every scenario; TestMutants shows each
 // invariant tripped by its named mutant; TestCoverage requires every declared fault point
@@ -43,7 +46,7 @@ func All() []detsim.Scenario {
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;
 // tests pin each).
 func KnownIssues() []detsim.Scenario {
-	return []detsim.Scenario{FencingLate, FencingRoster}
+	return []detsim.Scenario{FencingLate}
 }
 
 // ByName finds a scenario, the exploration-only and known-issue ones included.
