@@ -98,6 +98,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("[controller]\nid = \"a\"\nlease_ttl = \"2s\"\n[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\n"))
 	f.Add([]byte("[store]\nkind = \"tikv\"\npd = [\"a:1\"]\n"))
 	f.Add([]byte("[[fencing]]\nname = \"s\"\naddrs = [\"x:1\"]\nlease_ttl = \"1s\"\n"))
+	f.Add([]byte("[[fencing]]\nname = \"s\"\naddrs = [\"x:1\"]\npods = [\"relay-0\", \"relay-1\"]\n"))
 	f.Add([]byte("[lsn]\ninterval = \"5ms\"\n[[lsn.endpoints]]\nhost = \"a\"\nport = 5433\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("fuzz.toml", data)

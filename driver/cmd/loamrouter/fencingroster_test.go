@@ -16,9 +16,9 @@ func rep(p string, v fencing.Version) fencemigrate.Input {
 	return fencemigrate.PodReported{Pod: p, Version: v}
 }
 
-// TestMergeRoster: what one fencing command feeds the machine for each combination of
+// TestFencingRosterMerge: what one fencing command feeds the machine for each combination of
 // roster, reports and pods the machine already knows.
-func TestMergeRoster(t *testing.T) {
+func TestFencingRosterMerge(t *testing.T) {
 	for _, c := range []struct {
 		name              string
 		roster            []string
@@ -62,10 +62,10 @@ func TestMergeRoster(t *testing.T) {
 	}
 }
 
-// TestRosterBlocksB: fed through the machine, a roster pod that never reported keeps B
+// TestFencingRosterBlocksB: fed through the machine, a roster pod that never reported keeps B
 // refused although every pod that reports runs A; the reports alone (the CLI before the
 // roster) let B through.
-func TestRosterBlocksB(t *testing.T) {
+func TestFencingRosterBlocksB(t *testing.T) {
 	reported := vs{"a": fencing.A, "b": fencing.A}
 	for _, c := range []struct {
 		roster []string
@@ -92,8 +92,8 @@ func TestRosterBlocksB(t *testing.T) {
 	}
 }
 
-// TestCheckRoster: the roster's names are checked, naming the problem.
-func TestCheckRoster(t *testing.T) {
+// TestFencingRosterNames: the roster's names are checked, naming the problem.
+func TestFencingRosterNames(t *testing.T) {
 	require.Empty(t, checkRoster([]string{"relay-0", "relay-1"}))
 	for _, c := range []struct {
 		pods []string
