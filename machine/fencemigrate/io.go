@@ -10,6 +10,12 @@ type Input interface{ isInput() }
 
 // PodReported says a pod now runs script version Version (sent by the pod at start-up, or
 // read from where pods report; see adapters/valkey Executor.Versions).
+//
+// The machine knows only the pods it is told of, and "every pod reports A" is over those. So
+// the driver must take the fleet from the deploy system and feed every pod of it, a pod
+// that has not reported as O (legacy pods never report): learnt from reports alone, a
+// fleet can span O and B, and two pods grant one session (the simulator's mutant
+// fencing-roster-from-reports; loamrouter's fencing.pods).
 type PodReported struct {
 	Pod     string
 	Version fencing.Version
