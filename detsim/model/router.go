@@ -224,7 +224,15 @@ func (r *Router) dispatch(db string, txn Txn, reply detsim.Reply) {
 		r.Dispatched = map[int64]Dispatch{}
 	}
 	r.Dispatched[txn.ID] = Dispatch{Step: r.s.Steps(), Backend: name}
-	r.s.Net.Call(r.Node, b.Node, "exec "+strconv.FormatInt(txn.ID, 10), 0, func(rep detsim.Reply) {
+	// A query on a new session is sent only once the login's round trip has succeeded, so
+	// one the instance gave up on (its connect timeout) never runs later: a startup message
+	// that arrives late finds its client gone, and nothing was queued behind it. A query on
+	// an open session can still arrive late; the fence ends such sessions first.
+	flags := detsim.CallFlags(0)
+	if sess == 0 {
+		flags = detsim.Settled
+	}
+	r.s.Net.Call(r.Node, b.Node, "exec "+strconv.FormatInt(txn.ID, 10), flags, func(rep detsim.Reply) {
 		reads, next, err := b.Exec(r.Role, sess, r.ID, txn)
 		rep(execReply{reads, next}, err)
 	}, func(v any, err error) {

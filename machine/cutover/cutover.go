@@ -696,6 +696,18 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		if task != 0 {
 			m.add(ctx, op{Step: m.stepID(d), Kind: kStop, Target: d, Task: task})
 		}
+	case stFinalReload:
+		// d was never reloaded after its CUTOVER (the reverse stream's pools); now that the
+		// stream is stopped, put it on the files of the published generation before the
+		// old shards open. If d restarted after its swap but before those files were
+		// written, it read the previous generation's and routes to the old shards, which
+		// the fence alone keeps its writes off: unfencing them now would let them land
+		// where no layout serves them.
+		if m.s.Plan.Options.Mutants.SkipFinalReload {
+			m.enter(ctx, stGrace)
+			return
+		}
+		m.add(ctx, op{Step: m.stepID(d), Kind: kReload, Target: d})
 	case stGrace:
 		m.setTimer(m.prefix()+"grace", ctx.Now+m.s.Plan.Options.Grace)
 		return
@@ -818,6 +830,12 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		}
 		if failed != nil {
 			m.alert(failed.Step, "STOP_TASK failed: "+failed.Err)
+		}
+		m.enter(ctx, stFinalReload)
+	case stFinalReload:
+		if failed != nil && !slices.Contains(m.s.Lagging, failed.Target) {
+			// It may still route by the old generation's files: the fence stays.
+			m.s.Lagging = append(m.s.Lagging, failed.Target)
 		}
 		m.enter(ctx, stGrace)
 	case stUnfence:

@@ -24,8 +24,8 @@
 //  5. Publish generation g+1 by compare-and-set, then open the destination (unfence its
 //     shards), write the files, RELOAD every other instance.
 //  6. Resume <db> on every instance.
-//  7. Finalize (STOP_TASK the reverse stream, wait Grace, clear the fence on the source,
-//     store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
+//  7. Finalize (STOP_TASK the reverse stream, RELOAD d onto the files of g+1, wait Grace,
+//     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
 //     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
 //     stream, publish g+2 = the old layout, open the old shards, write the files, reload,
 //     resume; the new shards stay fenced).
@@ -52,6 +52,11 @@
 //   - An instance unreachable at step 2 (other than d), in either direction, is listed in
 //     Done.Missed and the cutover goes on: the fence keeps it off the layout traffic
 //     leaves. d unreachable there rolls back.
+//   - d restarting after its CUTOVER but before the files of g+1 were written reads the
+//     files of g again and routes to the source, which the fence alone keeps its writes
+//     off (the simulator found it). d is not reloaded at step 5 (see below), so finalize
+//     reloads it, once the reverse stream is stopped, before the source is unfenced; if
+//     that reload fails, d is listed in Done.Lagging and the fence stays.
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.

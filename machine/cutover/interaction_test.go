@@ -77,6 +77,11 @@ func (h *harness) record(cmds []cutover.Command) {
 			h.pending = append(h.pending, c)
 		}
 	}
+	h.flushViolations()
+}
+
+// flushViolations prints the world's new violations and keeps them for expect-violation.
+func (h *harness) flushViolations() {
 	for _, v := range h.w.violations {
 		fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
 	}
@@ -107,6 +112,11 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		h.fireDue()
 	case "restart":
 		h.restart(t, d)
+	case "restart-instance":
+		// An instance's process restarts (not the driver's): restart-instance name=pgdog-1.
+		h.w.restartInstance(machinetest.Arg(t, d, "name", ""))
+		h.flushViolations()
+		h.printWorld()
 	case "finalize":
 		h.step("finalize", cutover.Finalize{})
 	case "reverse":
@@ -167,6 +177,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"unfenced-destination":         func(m *cutover.Mutants) { m.UnfencedDestination = true },
 	"open-destination-on-rollback": func(m *cutover.Mutants) { m.OpenDestinationOnRollback = true },
 	"missed-forward-only":          func(m *cutover.Mutants) { m.MissedForwardOnly = true },
+	"skip-final-reload":            func(m *cutover.Mutants) { m.SkipFinalReload = true },
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
@@ -277,11 +288,7 @@ func (h *harness) land(t *testing.T, d *datadriven.TestData) {
 			h.landing = slices.Delete(h.landing, i, i+1)
 			h.w.landLate(c)
 			fmt.Fprintf(&h.out, "> %s lands late\n", c.Step)
-			for _, v := range h.w.violations {
-				fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
-			}
-			h.seen = append(h.seen, h.w.violations...)
-			h.w.violations = nil
+			h.flushViolations()
 			return
 		}
 	}

@@ -50,6 +50,12 @@ type Mutants struct {
 	// routes to. Trips "which no stored generation routes to" and "a rollback leaves the
 	// destination fenced" (the world model).
 	OpenDestinationOnRollback bool
+	// SkipFinalReload opens the old shards at finalize without first reloading d onto the
+	// published generation's files: d, restarted after its CUTOVER but before those files
+	// were written, still routes to the old shards, and its writes land there once they
+	// open. Trips "acknowledged writes lost" in the simulator (no-lost-ack, one-side-serves)
+	// and "d reloaded before the old shards open" in the interaction scripts.
+	SkipFinalReload bool
 	// MissedForwardOnly lists in Done.Missed only the instances the forward pause missed,
 	// as the machine once did: one a Reverse's pause missed goes unreported although the
 	// fence refuses its writes. Trips "but Done.Missed is" (the world model).

@@ -9,7 +9,7 @@ import (
 // check refuses states no machine can be in, so a restored machine never indexes out of
 // range or dereferences a missing record.
 func (s *state) check() error {
-	if s.Stage > stDone {
+	if int(s.Stage) >= len(stageNames) {
 		return fmt.Errorf("stage %d is unknown", s.Stage)
 	}
 	if s.Stage == stIdle {

@@ -32,6 +32,9 @@ const (
 	stUndoStop
 	stUndoRecord
 	stDone
+	// stFinalReload (forward finalize, after the stop) comes last so the numbers of the
+	// stages before it, kept in snapshots, do not change.
+	stFinalReload
 )
 
 // stageNames are the middle part of step ids, so they are part of the protocol: changing
@@ -43,7 +46,7 @@ var stageNames = [...]string{
 	stResume: "resume", stServing: "serving", stStop: "stop", stGrace: "grace",
 	stUnfence: "unfence", stFinish: "finish", stUndoReload: "undo/reload",
 	stUndoUnfence: "undo/unfence", stUndoResume: "undo/resume", stUndoStop: "undo/stop",
-	stUndoRecord: "undo/record", stDone: "done",
+	stUndoRecord: "undo/record", stDone: "done", stFinalReload: "final/reload",
 }
 
 func (s stage) String() string { return stageNames[s] }

@@ -22,6 +22,7 @@ type world struct {
 
 	store     *shardmap.Record
 	files     uint64            // generation of the files on the shared volume
+	filesOn   string            // the layout those files route to
 	fenced    map[string]bool   // shard -> fenced
 	routes    map[string]string // instance -> "src" | "dst"
 	paused    map[string]bool
@@ -64,7 +65,7 @@ type world struct {
 func newWorld(rec *shardmap.Record, instances []string, designated string) *world {
 	w := &world{
 		g: rec.Generation, instances: instances, designated: designated,
-		store: rec.Clone(), files: rec.Generation,
+		store: rec.Clone(), files: rec.Generation, filesOn: "src",
 		fenced: map[string]bool{}, routes: map[string]string{}, paused: map[string]bool{},
 		tasks: map[int64]cutover.TaskState{}, nextTask: 7, stranded: map[string]int{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
@@ -310,7 +311,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 			if c.Generation > w.store.Generation {
 				w.violate("files for generation %d written while the store has %d", c.Generation, w.store.Generation)
 			}
-			w.files = c.Generation
+			w.files, w.filesOn = c.Generation, w.layoutOf(c.Record)
 		}
 	case cutover.Reload:
 		if effect {
@@ -395,6 +396,21 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	}
 	w.paused[c.Instance] = false
 	return true
+}
+
+// restartInstance is an instance's process restarting: it routes by the files on the
+// volume (whatever a CUTOVER or RELOAD did in memory is gone), holds nothing, and the
+// tasks it ran (the copy, the streams a CUTOVER started) are gone with it.
+func (w *world) restartInstance(inst string) {
+	w.routes[inst], w.paused[inst] = w.filesOn, false
+	if inst == w.designated {
+		for id, st := range w.tasks {
+			if st == cutover.TaskSyncing || st == cutover.TaskReplicating {
+				delete(w.tasks, id)
+			}
+		}
+	}
+	w.checkSplit("restart of " + inst)
 }
 
 // landLate runs a CUTOVER whose failure was answered already: its request arrived after
