@@ -153,7 +153,8 @@ type Alert struct {
 // finalize or a rollback stores a generation that drops the reshard destination, which the
 // cutover does not push itself). Missed lists instances that did not pause, in either
 // direction (the fence kept them off the layout traffic left), Lagging those that did not
-// reload (they reach no shard until they restart or ConfigPush moves them) and Unresumed
+// reload (they may still route by an older generation, to shards the fence keeps closed,
+// until they restart or ConfigPush moves them; finalize keeps the source fenced) and Unresumed
 // those that did not answer RESUME.
 type Done struct {
 	Outcome    Outcome

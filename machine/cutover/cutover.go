@@ -704,6 +704,7 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		// the fence alone keeps its writes off: unfencing them now would let them land
 		// where no layout serves them.
 		if m.s.Plan.Options.Mutants.SkipFinalReload {
+			m.s.FinalReloaded = true
 			m.enter(ctx, stGrace)
 			return
 		}
@@ -833,6 +834,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		}
 		m.enter(ctx, stFinalReload)
 	case stFinalReload:
+		m.s.FinalReloaded = true
 		if failed != nil && !slices.Contains(m.s.Lagging, failed.Target) {
 			// It may still route by the old generation's files: the fence stays.
 			m.s.Lagging = append(m.s.Lagging, failed.Target)
@@ -1134,8 +1136,18 @@ func (m *Machine) restart(ctx *machine.Ctx) {
 		return
 	}
 	ctx.Emit(Spec, "Restart", machine.S("stage", m.s.Stage.String()), machine.B("reverse", m.s.Reverse))
+	// Saved by a version without finalize's reload of d: run it now, before the source
+	// opens (the grace starts again after it).
+	legacy := m.s.Stage == stGrace && !m.s.Reverse && !m.s.FinalReloaded
+	if legacy {
+		m.dropTimer(m.prefix()+"grace", false)
+	}
 	for _, t := range m.s.Timers {
 		m.out = append(m.out, SetTimer{machine.SetTimer{ID: t.ID, At: t.At}})
+	}
+	if legacy {
+		m.enter(ctx, stFinalReload)
+		return
 	}
 	for i := range m.s.Ops {
 		o := &m.s.Ops[i]

@@ -87,8 +87,10 @@
 //     every timer is set again. Every command is idempotent except CUTOVER (see above) and
 //     COPY_DATA, which after a restart first adopts an active copy task on d if there is one.
 //   - Commands whose success is required (the record, the files, releasing a fence,
-//     putting d back on the files' routing) are retried until they succeed, with an Alert
-//     once Attempts is exhausted; the fence and the holds keep every write safe meanwhile.
+//     putting d back on the files' routing on a rollback) are retried until they succeed,
+//     with an Alert once Attempts is exhausted; the fence and the holds keep every write
+//     safe meanwhile. Finalize's RELOAD of d is tried Attempts times: if it fails, d is
+//     listed in Done.Lagging and the source stays fenced instead.
 //   - A CUTOVER that takes effect after the machine read it as failed (its request
 //     arrived late) is safe too: d then routes to a layout that stays fenced until a
 //     generation routing to it is published, and ConfigPush, which pushes the generation
@@ -102,8 +104,8 @@
 // lag). CUTOVER acts on one instance and clears every maintenance hold on it, so d is paused
 // again right after it (stage "repause"). RELOAD re-reads only the files PgDog was started
 // with, so files are written first; PgDog reports no generation, so the machine's record is
-// the truth and d is never reloaded after its CUTOVER (a reload would rebuild the pools the
-// reverse stream uses). PgDog lowercases every admin command, so the publication and the
+// the truth and d is not reloaded after its CUTOVER until finalize has stopped the reverse
+// stream (a reload would rebuild the pools the stream uses). PgDog lowercases every admin command, so the publication and the
 // database must be lower case; the slot is named loam_<db>_<g> so a retried COPY_DATA can
 // be recognised.
 //

@@ -1,6 +1,7 @@
 package cutover_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
@@ -368,6 +370,20 @@ func (h *harness) restart(t *testing.T, d *datadriven.TestData) {
 	h.pending = nil
 	h.timers = machinetest.Timers{}
 	h.Restore(t)
+	if machinetest.Arg(t, d, "legacy", false) {
+		// The snapshot as a version without finalize's reload of d saved it.
+		b, err := json.Marshal(h.m.Snapshot())
+		require.NoError(t, err)
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(b, &raw))
+		delete(raw, "FinalReloaded")
+		b, err = json.Marshal(raw)
+		require.NoError(t, err)
+		var snap cutover.Snapshot
+		require.NoError(t, json.Unmarshal(b, &snap))
+		h.m, err = cutover.Restore(snap)
+		require.NoError(t, err)
+	}
 	h.step("restart", cutover.Restarted{})
 }
 

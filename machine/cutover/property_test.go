@@ -222,6 +222,10 @@ func run(c chooser, cfg runConfig) runResult {
 			j := c.pick(len(lateCuts), "late cutover")
 			w.landLate(lateCuts[j].(cutover.Cutover))
 			lateCuts = slices.Delete(lateCuts, j, j+1)
+		case k >= 93 && k < 96:
+			// An instance's process restarts: it routes by the files, holds nothing, and
+			// (d) its tasks are gone.
+			w.restartInstance(names[c.pick(len(names), "restart instance")])
 		}
 	}
 	// The world turns reliable: answer everything, fire timers, decide.
@@ -336,6 +340,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"MissedForwardOnly", cutover.Mutants{MissedForwardOnly: true}, "but Done.Missed is", 500, 200},
 		{"RetryReusesStep/fence", cutover.Mutants{RetryReusesStep: true}, "is in flight on shard", 500, 200},
 		{"RetryReusesStep/hold", cutover.Mutants{RetryReusesStep: true}, "is in flight on instance", 200, 200},
+		{"SkipFinalReload", cutover.Mutants{SkipFinalReload: true}, "writes reach the src layout", 2000, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds, chaos := cmp.Or(tc.seeds, 20), cmp.Or(tc.chaos, 40)

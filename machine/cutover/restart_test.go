@@ -159,7 +159,7 @@ func TestActionsDocumented(t *testing.T) {
 		}
 		return true
 	}
-	for seed := uint64(0); seed < 1000 && !all(); seed++ {
+	for seed := uint64(0); seed < 5000 && !all(); seed++ {
 		r := rngChooser{rand.New(rand.NewPCG(seed, 2))}
 		cfg := runConfig{instances: 1 + int(seed%4), attempts: 1 + int(seed%3), finalize: int(seed % 3), chaos: 150, foreign: seed%2 == 0}
 		if seed%7 == 0 {

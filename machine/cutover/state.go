@@ -159,6 +159,9 @@ type state struct {
 	PauseSent  bool
 	FenceSent  bool
 	ReloadDesg bool // the designated instance's routing may have changed in memory
+	// FinalReloaded: finalize's reload of d has run (false in a snapshot saved before the
+	// stage existed, which restart then runs before the grace ends).
+	FinalReloaded bool
 
 	Abort    bool // Reverse arrived before the point of no return
 	Decision decision
