@@ -52,8 +52,9 @@ type CallFlags uint8
 
 const (
 	// Idempotent calls may be delivered twice (net.duplicate): reads, observes, reloads,
-	// pauses. Writes and one-shot admin commands (CUTOVER) are never duplicated,
-	// as a TCP connection never duplicates a request.
+	// watches (a client library retrying them on a new connection). Writes, holds and
+	// one-shot admin commands (PAUSE, RESUME, CUTOVER) are never duplicated, as a TCP
+	// connection never duplicates a request.
 	Idempotent CallFlags = 1 << iota
 	// LongPoll calls (a store Watch) wait up to 30 times CallTimeout for their answer.
 	LongPoll

@@ -220,11 +220,14 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			})
 	case cutover.Pause:
 		r := f.router(x.Instance)
-		s.Net.Call(ctl, r.Node, "pause", detsim.Idempotent,
+		// Holds are not duplicated (one admin command on one connection), but one that
+		// timed out can still land late: a late RESUME after the reverse PAUSE is the
+		// machine's to report (Done.Unresumed), and the fence keeps writes safe meanwhile.
+		s.Net.Call(ctl, r.Node, "pause", 0,
 			func(rep detsim.Reply) { rep(nil, r.Pause(x.Database)) }, reply(x.Step))
 	case cutover.Resume:
 		r := f.router(x.Instance)
-		s.Net.Call(ctl, r.Node, "resume", detsim.Idempotent,
+		s.Net.Call(ctl, r.Node, "resume", 0,
 			func(rep detsim.Reply) { rep(nil, r.Resume(x.Database)) }, reply(x.Step))
 	case cutover.Fence:
 		b := f.dir[x.Backend.Host]
