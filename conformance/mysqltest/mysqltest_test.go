@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/conformance/internal/testproc"
 )
 
 // TestRealStart: a server starts with the requested options, writes a GTID binary log, and
@@ -37,7 +39,7 @@ func TestRealStart(t *testing.T) {
 		return // skipped
 	}
 	require.NoDirExists(t, s.DataDir, "data directory left after the test")
-	require.ErrorIs(t, syscall.Kill(s.cmd.Process.Pid, 0), syscall.ESRCH, "mariadbd still running")
+	require.ErrorIs(t, syscall.Kill(s.proc.Pid(), 0), syscall.ESRCH, "mariadbd still running")
 }
 
 // TestRealTwoServers: two servers at once are independent.
@@ -64,9 +66,9 @@ func TestRealPortClash(t *testing.T) {
 			taken = false
 			return a.Port, nil
 		}
-		return freePort()
+		return testproc.FreePort()
 	}
-	t.Cleanup(func() { pickPort = freePort })
+	t.Cleanup(func() { pickPort = testproc.FreePort })
 	b := Start(t)
 	require.False(t, taken, "the clash was staged")
 	require.NotEqual(t, a.Port, b.Port)
@@ -184,7 +186,7 @@ func TestRealShared(t *testing.T) {
 	require.Equal(t, "20", a.QueryString(t, "SELECT @@max_connections"))
 	require.NoError(t, sh.Close())
 	require.NoDirExists(t, a.DataDir)
-	require.ErrorIs(t, syscall.Kill(a.cmd.Process.Pid, 0), syscall.ESRCH)
+	require.ErrorIs(t, syscall.Kill(a.proc.Pid(), 0), syscall.ESRCH)
 	require.NoError(t, NewShared().Close(), "closing an unstarted Shared")
 }
 

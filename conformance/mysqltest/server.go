@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +19,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	mysqladapter "loam.dev/router/adapters/mysql"
+
+	"loam.dev/router/conformance/internal/testproc"
 )
 
 // Server is one running MariaDB server.
@@ -33,10 +34,8 @@ type Server struct {
 
 	primary *Server
 	bins    Binaries
-	root    string // the private directory holding DataDir, the socket and the log
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when mariadbd has exited
-	stop    sync.Once
+	root    string         // the private directory holding DataDir, the socket and the log
+	proc    *testproc.Proc // mariadbd
 }
 
 // startTimeout bounds how long a server may take to accept connections.
@@ -119,16 +118,7 @@ func (s *Server) Close() error {
 var errPortTaken = errors.New("port taken")
 
 // pickPort chooses a server's port; tests replace it to force a clash.
-var pickPort = freePort
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("mysqltest: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+var pickPort = testproc.FreePort
 
 func (s *Server) logPath() string { return filepath.Join(s.root, "error.log") }
 
@@ -153,7 +143,7 @@ func asRoot() []string {
 func (s *Server) startServer(extra []string) error {
 	port, err := pickPort()
 	if err != nil {
-		return err
+		return fmt.Errorf("mysqltest: %w", err)
 	}
 	args := append(asRoot(),
 		"--datadir="+s.DataDir,
@@ -169,16 +159,13 @@ func (s *Server) startServer(extra []string) error {
 	args = append(args, extra...)
 	os.Remove(s.logPath())
 	cmd := command(s.bins.Server, args...)
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("mysqltest: starting %s: %w", s.bins.Server, err)
 	}
-	s.Port, s.cmd, s.exited = port, cmd, make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(s.exited)
-	}()
+	s.Port, s.proc = port, proc
 	if err := s.waitReady(); err != nil {
-		s.kill()
+		proc.Kill()
 		logText := s.logTail()
 		if strings.Contains(logText, "Address already in use") || strings.Contains(logText, "Do you already have another server running on port") {
 			return fmt.Errorf("mysqltest: port %d: %w", port, errPortTaken)
@@ -195,8 +182,8 @@ func (s *Server) waitReady() error {
 	var last error
 	for time.Now().Before(deadline) {
 		select {
-		case <-s.exited:
-			return fmt.Errorf("mysqltest: mariadbd on port %d exited while starting (%v)", s.Port, s.cmd.ProcessState)
+		case <-s.proc.Exited():
+			return fmt.Errorf("mysqltest: mariadbd on port %d exited while starting (%v)", s.Port, s.proc.State())
 		default:
 		}
 		if last = s.ping(); last == nil {
@@ -228,17 +215,7 @@ func (s *Server) ping() error {
 	return nil
 }
 
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(s.logPath())
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	const max = 4000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return testproc.LogTail(s.logPath()) }
 
 // Stop shuts the server down now (open connections are ended; committed data stays); the
 // cleanup registered by Start then only removes its files. Stopping twice is harmless.
@@ -250,31 +227,13 @@ func (s *Server) Stop(t testing.TB) {
 }
 
 func (s *Server) shutdown() error {
-	var err error
-	s.stop.Do(func() {
-		if s.cmd == nil || s.cmd.Process == nil {
-			return
-		}
-		select {
-		case <-s.exited:
-			return
-		default:
-		}
-		s.cmd.Process.Signal(syscall.SIGTERM) // normal shutdown
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.kill()
-			err = fmt.Errorf("mysqltest: mariadbd on port %d did not stop within 30s of SIGTERM; killed it\n%s", s.Port, s.logTail())
-		}
-	})
-	return err
-}
-
-// kill ends mariadbd at once.
-func (s *Server) kill() {
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.exited
+	if s.proc == nil {
+		return nil
+	}
+	if s.proc.Stop(syscall.SIGTERM, 30*time.Second) { // normal shutdown
+		return fmt.Errorf("mysqltest: mariadbd on port %d did not stop within 30s of SIGTERM; killed it\n%s", s.Port, s.logTail())
+	}
+	return nil
 }
 
 // Addr is the server's host:port.

@@ -34,7 +34,7 @@ func TestRealStart(t *testing.T) {
 		return // skipped
 	}
 	require.NoDirExists(t, s.DataDir, "data directory left after the test")
-	require.ErrorIs(t, syscall.Kill(s.cmd.Process.Pid, 0), syscall.ESRCH, "postmaster still running")
+	require.ErrorIs(t, syscall.Kill(s.proc.Pid(), 0), syscall.ESRCH, "postmaster still running")
 }
 
 // TestRealTwoServers: two servers at once are independent.
@@ -150,7 +150,7 @@ func TestRealShared(t *testing.T) {
 	require.Equal(t, "20", a.QueryString(t, "postgres", "SHOW max_connections"))
 	require.NoError(t, sh.Close())
 	require.NoDirExists(t, a.DataDir)
-	require.ErrorIs(t, syscall.Kill(a.cmd.Process.Pid, 0), syscall.ESRCH)
+	require.ErrorIs(t, syscall.Kill(a.proc.Pid(), 0), syscall.ESRCH)
 	require.NoError(t, NewShared().Close(), "closing an unstarted Shared")
 }
 
@@ -175,7 +175,7 @@ func TestRealStartContext(t *testing.T) {
 	require.Equal(t, "30", s.QueryString(t, "postgres", "SHOW max_connections"))
 	require.NoError(t, s.Stop())
 	require.NoError(t, s.Stop(), "stopping twice is harmless")
-	require.ErrorIs(t, syscall.Kill(s.cmd.Process.Pid, 0), syscall.ESRCH, "postmaster still running after Stop")
+	require.ErrorIs(t, syscall.Kill(s.proc.Pid(), 0), syscall.ESRCH, "postmaster still running after Stop")
 	require.FileExists(t, filepath.Join(s.DataDir, "PG_VERSION"), "Stop keeps the files")
 	require.NoError(t, s.Close())
 	require.NoDirExists(t, s.DataDir)

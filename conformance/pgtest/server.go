@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"loam.dev/router/conformance/internal/testproc"
 )
 
 // Server is one running PostgreSQL server.
@@ -33,10 +32,8 @@ type Server struct {
 	primary *Server
 	bin     string
 	owner   owner
-	root    string // the private directory holding DataDir, the socket and the log
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the postmaster has exited
-	stop    sync.Once
+	root    string         // the private directory holding DataDir, the socket and the log
+	proc    *testproc.Proc // the postmaster
 }
 
 // startTimeout bounds how long a server may take to accept connections.
@@ -163,22 +160,13 @@ func appendSettings(path string, settings [][2]string) error {
 
 var errPortTaken = errors.New("port taken")
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (s *Server) logPath() string { return filepath.Join(s.root, "postgres.log") }
 
 // startPostmaster runs postgres in the background and waits until it accepts connections.
 func (s *Server) startPostmaster(ctx context.Context) error {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
-		return err
+		return fmt.Errorf("pgtest: %w", err)
 	}
 	log, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -188,16 +176,13 @@ func (s *Server) startPostmaster(ctx context.Context) error {
 	cmd := s.owner.command(s.bin, "postgres", "-D", s.DataDir, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.root)
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
-	s.Port, s.cmd, s.exited = port, cmd, make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(s.exited)
-	}()
+	s.Port, s.proc = port, proc
 	if err := s.waitReady(ctx); err != nil {
-		s.kill()
+		proc.Kill()
 		logText := s.logTail()
 		if strings.Contains(logText, "Address already in use") {
 			return fmt.Errorf("pgtest: port %d: %w", port, errPortTaken)
@@ -214,8 +199,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 	var last error
 	for time.Now().Before(deadline) {
 		select {
-		case <-s.exited:
-			return fmt.Errorf("pgtest: postgres on port %d exited while starting (%v)", s.Port, s.cmd.ProcessState)
+		case <-s.proc.Exited():
+			return fmt.Errorf("pgtest: postgres on port %d exited while starting (%v)", s.Port, s.proc.State())
 		case <-ctx.Done():
 			return fmt.Errorf("pgtest: waiting for postgres on port %d to accept connections: %w", s.Port, ctx.Err())
 		default:
@@ -234,48 +219,20 @@ func (s *Server) waitReady(ctx context.Context) error {
 	return fmt.Errorf("pgtest: postgres on port %d not accepting connections after %v: %w", s.Port, startTimeout, last)
 }
 
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(s.logPath())
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	const max = 4000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return testproc.LogTail(s.logPath()) }
 
 // Stop shuts the server down now (fast shutdown: open sessions are ended, no data is lost)
 // and keeps its files; Close (or Start's cleanup) removes them. Stopping twice is harmless.
 func (s *Server) Stop() error { return s.shutdown() }
 
 func (s *Server) shutdown() error {
-	var err error
-	s.stop.Do(func() {
-		if s.cmd == nil || s.cmd.Process == nil {
-			return
-		}
-		select {
-		case <-s.exited:
-			return
-		default:
-		}
-		s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.kill()
-			err = fmt.Errorf("pgtest: postgres on port %d did not stop within 30s of SIGINT; killed it\n%s", s.Port, s.logTail())
-		}
-	})
-	return err
-}
-
-// kill ends the postmaster and its children at once.
-func (s *Server) kill() {
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // the process group: postmaster and backends
-	<-s.exited
+	if s.proc == nil {
+		return nil
+	}
+	if s.proc.Stop(syscall.SIGINT, 30*time.Second) { // fast shutdown
+		return fmt.Errorf("pgtest: postgres on port %d did not stop within 30s of SIGINT; killed it\n%s", s.Port, s.logTail())
+	}
+	return nil
 }
 
 // DSN is a superuser connection string for database on this server.
