@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/internal/rowsum"
 	"loam.dev/router/kernel/shardmap"
 )
 
@@ -68,8 +68,7 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 		ptrs[i] = &raw[i]
 	}
 	d := adapters.TableDigest{Table: table}
-	var acc [4]uint64
-	var chain [32]byte
+	sum := rowsum.New(b.rowsumMutant())
 	var enc []byte
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
@@ -91,29 +90,12 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 		}
 		d.Rows++
 		enc = b.encodeRow(enc[:0], raw[:n])
-		if b.mut&mutChecksumOrdered != 0 {
-			chain = sha256.Sum256(append(chain[:], enc...))
-			continue
-		}
-		h := sha256.Sum256(enc)
-		for i := range acc {
-			w := binary.BigEndian.Uint64(h[i*8:])
-			if b.mut&mutChecksumXOR != 0 {
-				acc[i] ^= w
-			} else {
-				acc[i] += w
-			}
-		}
+		sum.Add(enc)
 	}
 	if err := rows.Err(); err != nil {
 		return adapters.TableDigest{}, b.fail(op, fmt.Errorf("reading %s: %w", table, err))
 	}
-	for i := range acc {
-		binary.BigEndian.PutUint64(d.Sum[i*8:], acc[i])
-	}
-	if b.mut&mutChecksumOrdered != 0 {
-		d.Sum = chain
-	}
+	d.Sum = sum.Digest()
 	return d, nil
 }
 
@@ -172,4 +154,15 @@ func (b *Backend) selector(table string, by adapters.ShardFn) (func([]byte) (boo
 		}
 		return loc.Shard == int(by.Shard), nil
 	}, s.Key.Column, nil
+}
+
+// rowsumMutant maps this backend's checksum mutants onto rowsum's.
+func (b *Backend) rowsumMutant() rowsum.Mutant {
+	switch {
+	case b.mut&mutChecksumOrdered != 0:
+		return rowsum.Ordered
+	case b.mut&mutChecksumXOR != 0:
+		return rowsum.XOR
+	}
+	return rowsum.Correct
 }

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/internal/rowsum"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -66,8 +65,7 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 	}
 	defer rows.Close()
 	d := adapters.TableDigest{Table: table}
-	var acc [4]uint64
-	var chain [32]byte
+	sum := rowsum.New(b.rowsumMutant())
 	for rows.Next() {
 		raw := rows.RawValues()
 		if keep != nil {
@@ -84,29 +82,12 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 			}
 		}
 		d.Rows++
-		if b.mut&mutChecksumOrdered != 0 {
-			chain = sha256.Sum256(append(chain[:], raw[0]...))
-			continue
-		}
-		h := sha256.Sum256(raw[0])
-		for i := range acc {
-			w := binary.BigEndian.Uint64(h[i*8:])
-			if b.mut&mutChecksumXOR != 0 {
-				acc[i] ^= w
-			} else {
-				acc[i] += w
-			}
-		}
+		sum.Add(raw[0])
 	}
 	if err := rows.Err(); err != nil {
 		return adapters.TableDigest{}, b.fail(op, fmt.Errorf("reading %s: %w", table, err))
 	}
-	for i := range acc {
-		binary.BigEndian.PutUint64(d.Sum[i*8:], acc[i])
-	}
-	if b.mut&mutChecksumOrdered != 0 {
-		d.Sum = chain
-	}
+	d.Sum = sum.Digest()
 	return d, nil
 }
 
@@ -223,4 +204,15 @@ func (b *Backend) hashSelector(s shardmap.PgHash, shard uint32) (func([]byte) (b
 		}
 		return r.Remainder(n) == want, nil
 	}, s.Key.Column, nil
+}
+
+// rowsumMutant maps this backend's checksum mutants onto rowsum's.
+func (b *Backend) rowsumMutant() rowsum.Mutant {
+	switch {
+	case b.mut&mutChecksumOrdered != 0:
+		return rowsum.Ordered
+	case b.mut&mutChecksumXOR != 0:
+		return rowsum.XOR
+	}
+	return rowsum.Correct
 }
