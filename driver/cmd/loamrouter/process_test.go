@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -105,6 +107,40 @@ func (p *proc) kill() {
 
 func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
 
+// stop sends SIGSTOP and returns once every thread of the process has stopped. A stop
+// signal is taken by one thread, which then stops the others; until that thread is
+// scheduled the process keeps running (and answering /status), which on a loaded machine
+// can last long enough for a test to read a "stopped" leader's reply.
+func (p *proc) stop() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	deadline := time.Now().Add(10 * time.Second)
+	for !allThreadsStopped(p.t, p.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s (pid %d) not stopped 10s after SIGSTOP", p.name, p.cmd.Process.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reads each thread's state from /proc/<pid>/task/<tid>/stat (the field
+// after the command name in parentheses): T is stopped by a signal.
+func allThreadsStopped(t *testing.T, pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err, "reading thread states needs Linux /proc")
+	for _, task := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 || i+2 >= len(data) || data[i+2] != 'T' {
+			return false
+		}
+	}
+	return len(tasks) > 0
+}
+
 func (p *proc) log() string {
 	data, _ := os.ReadFile(p.stderr)
 	return string(data)
@@ -158,6 +194,7 @@ type status struct {
 	Holder string `json:"holder"`
 	Leader bool   `json:"leader"`
 	Epoch  uint64 `json:"epoch"`
+	PID    int    `json:"pid"`
 }
 
 func getStatus(addr string) (status, error) {

@@ -186,14 +186,14 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 		// The leader is idle now (its push ended and was saved); take it away.
 		old := c.procs[leader]
 		if round < 5 {
-			old.signal(syscall.SIGKILL)
+			old.signal(syscall.SIGKILL) // every thread has it pending at once: none runs again
 		} else {
-			old.signal(syscall.SIGSTOP)
+			old.stop()
 		}
 		killed := time.Now()
 		next, st2 := c.leader(3 * ttl)
 		took := time.Since(killed)
-		require.NotEqual(t, leader, next)
+		require.NotEqual(t, leader, next, "round %d: the old leader (pid %d, %+v) still leads (%+v)", round, old.cmd.Process.Pid, st, st2)
 		require.Greater(t, st2.Epoch, st.Epoch, "a new tenure has a greater epoch")
 		require.Less(t, took, 2*ttl, "round %d: takeover took %v with a %v lease", round, took, ttl)
 		if round < 5 {
