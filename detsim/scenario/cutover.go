@@ -37,7 +37,7 @@ var Cutover = detsim.Scenario{
 		"fault:pgdog.crash", "fault:pgdog.reload.after_parse", "fault:backend.restart", "fault:store.cas.conflict",
 		"fault:files.write.fail", "fault:ctl.restart", "fault:clock.jump", "model.copy.failed", "cutover.alert",
 		"cutover.finalized", "cutover.rolled_back", "cutover.reversed", "Cutover.Rollback", "Cutover.Reverse",
-		"Cutover.Restart", "Cutover.Resolve", "model.cutover.rollback", "rolled_back.after_swap"},
+		"Cutover.Restart", "Cutover.Resolve", "model.cutover.rollback", "rolled_back.after_swap", "cutover.check.restarted"},
 	Mutants: []string{MutantSkipFence, MutantUnfencedDestination, MutantPublishBeforeCutover, MutantResumeBeforePublish,
 		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence},
 	World:       cutoverWorld,
@@ -326,6 +326,11 @@ func cutoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 			s.Probe("designated.crash.after_swap")
 		}
 	}
+	s.OnSpec(func(e machine.SpecEvent) {
+		if v, ok := e.Get("restarted"); ok && e.Spec == cutover.Spec && e.Action == "Check" && v.Bool() {
+			s.Probe("cutover.check.restarted") // d lost its reverse stream: reloaded after the resume
+		}
+	})
 	plan := cutover.Plan{Designated: designated, Instances: f.routerIDs(), Role: appRole, Publication: "pub_app", Options: opts}
 	startAt := int64(s.Param("start_at_ms", int(s.Between(0, 3000))))
 	var start func()

@@ -287,7 +287,7 @@ func (m *Machine) after(st stage) stage {
 	if m.s.Reverse {
 		return stStop
 	}
-	return stServing
+	return stCheck
 }
 
 // ---- events ----
@@ -429,7 +429,7 @@ func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	case kCopy:
 		c = CopyData{Step: step, Instance: o.Target, Source: m.db(), Destination: destName(m.s.Origin),
 			Publication: m.s.Plan.Publication, Slot: slotName(m.s.Origin)}
-	case kAdopt, kList:
+	case kAdopt, kList, kCheck:
 		c = ListTasks{Step: step, Instance: o.Target}
 	case kPoll:
 		c = PollCopy{Step: step, Instance: o.Target, Task: o.Task, Slot: slotName(m.s.Origin)}
@@ -491,7 +491,7 @@ func (m *Machine) find(step string) int {
 var actionOf = [...]string{
 	kCopy: "CopyData", kAdopt: "Adopt", kPoll: "Poll", kPause: "Pause", kFence: "Fence",
 	kUnfence: "Unfence", kCutover: "Cutover", kList: "Resolve", kFiles: "WriteFiles",
-	kReload: "Reload", kResume: "Resume", kStop: "StopTask",
+	kReload: "Reload", kResume: "Resume", kStop: "StopTask", kCheck: "Check",
 }
 
 func (m *Machine) action(o *op) string {
@@ -601,7 +601,7 @@ func (m *Machine) onReply(ctx *machine.Ctx, step string, err error) {
 		return
 	}
 	switch m.s.Ops[i].Kind {
-	case kRecord, kCopy, kAdopt, kPoll, kList:
+	case kRecord, kCopy, kAdopt, kPoll, kList, kCheck:
 		return // these are answered with their own inputs
 	}
 	if err != nil {
@@ -682,6 +682,17 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		m.addShards(ctx, kUnfence, m.to())
 	case stResume:
 		m.addInstances(ctx, kResume, false)
+	case stCheck:
+		// The files of g+1 are in place: whatever d does from here, a restart reads them.
+		// Did it restart since its CUTOVER (and read the files of g, routing to the fenced
+		// old shards)? A restart loses its tasks, the reverse stream with them.
+		if m.s.Plan.Options.Mutants.SkipCheck {
+			m.enter(ctx, stServing)
+			return
+		}
+		m.add(ctx, op{Step: m.stepID(d), Kind: kCheck, Target: d})
+	case stCheckReload:
+		m.add(ctx, op{Step: m.stepID(d), Kind: kReload, Target: d})
 	case stServing:
 		if m.s.Plan.Options.FinalizeAfter > 0 && m.s.Decision == decNone {
 			m.setTimer(m.prefix()+"finalize-after", ctx.Now+m.s.Plan.Options.FinalizeAfter)
@@ -824,6 +835,27 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, m.after(st))
 	case stRepause, stPublish, stFiles, stOpen:
 		m.enter(ctx, m.after(st))
+	case stCheck:
+		switch {
+		case failed != nil:
+			// Not known: finalize reloads d before the old shards open in any case.
+			m.alert(failed.Step, "listing the tasks of "+failed.Target+" failed after the cutover ("+failed.Err+"); if it restarted before the files of generation "+u(m.s.Rec.Generation)+" were written, its writes are refused until finalize reloads it")
+		case m.s.ReverseTask == 0:
+			// check found no stream: d restarted (or the stream ended).
+			m.enter(ctx, stCheckReload)
+			return
+		default:
+			m.s.Checked = true
+		}
+		m.enter(ctx, stServing)
+	case stCheckReload:
+		m.s.Checked = failed == nil
+		if failed != nil && !slices.Contains(m.s.Lagging, failed.Target) {
+			// Finalize reloads it again (and takes it off the list if that works).
+			m.alert(failed.Step, failed.Target+" restarted after its CUTOVER and may route to the fenced old shards, refusing writes; its RELOAD failed ("+failed.Err+"): reload it by hand, finalize will try again")
+			m.s.Lagging = append(m.s.Lagging, failed.Target)
+		}
+		m.enter(ctx, stServing)
 	case stStop:
 		if m.s.Reverse {
 			m.finish(ctx, Reversed, "")
@@ -835,9 +867,15 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, stFinalReload)
 	case stFinalReload:
 		m.s.FinalReloaded = true
-		if failed != nil && !slices.Contains(m.s.Lagging, failed.Target) {
+		switch {
+		case failed != nil && m.s.Checked:
+			m.alert(failed.Step, "RELOAD of "+failed.Target+" at finalize failed ("+failed.Err+"); it was found on generation "+u(m.s.Rec.Generation)+"'s layout after the resume, so the old shards open anyway; reload it by hand to drop the reshard pools")
+		case failed != nil && !slices.Contains(m.s.Lagging, failed.Target):
 			// It may still route by the old generation's files: the fence stays.
 			m.s.Lagging = append(m.s.Lagging, failed.Target)
+		case failed == nil:
+			// On the files of the published generation now, whatever the check found.
+			m.s.Lagging = slices.DeleteFunc(m.s.Lagging, func(i string) bool { return i == m.designated() })
 		}
 		m.enter(ctx, stGrace)
 	case stUnfence:
@@ -993,19 +1031,50 @@ func (m *Machine) copyStep(step string) bool {
 	return n[0] == '#' && err == nil
 }
 
-// ---- task lists: adopting a copy after a restart, resolving a CUTOVER ----
+// ---- task lists: adopting a copy after a restart, resolving a CUTOVER, the check ----
+
+// check reads d's tasks after the forward resume. The reverse stream still running means
+// d has not restarted since its CUTOVER, so it routes by the swap it made. Gone (a restart
+// loses every task), d may route by the files of g, to the fenced old shards: it is
+// reloaded onto the files of g+1 now (stCheckReload) rather than at finalize, which may be
+// days away. A stream the machine never learnt (its listing failed at the CUTOVER) is
+// learnt here if d lists one.
+func (m *Machine) check(ctx *machine.Ctx, i int, tasks []Task) {
+	stream := m.s.ReverseTask
+	alive := false
+	for _, t := range tasks {
+		switch {
+		case m.s.ReverseTask != 0 && t.ID == m.s.ReverseTask:
+			alive = t.State.active()
+		case m.s.ReverseTask == 0 && t.ID > m.cutTask() && t.State.active() && t.ID > stream:
+			stream, alive = t.ID, true
+		}
+	}
+	if !alive {
+		m.s.ReverseTask = 0 // a later Reverse is refused; finalize has no stream to stop
+		m.alert(m.s.Ops[i].Step, m.designated()+" lists no reverse stream after its CUTOVER (it restarted, or the stream ended): reloading it onto generation "+u(m.s.Rec.Generation)+"; Reverse is no longer possible")
+		m.succeed(ctx, i, machine.B("restarted", true), machine.I("stream", 0))
+		return
+	}
+	m.s.ReverseTask = stream
+	m.succeed(ctx, i, machine.B("restarted", false), machine.I("stream", stream))
+}
 
 func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 	i := m.find(in.Step)
-	if i < 0 || (m.s.Ops[i].Kind != kList && m.s.Ops[i].Kind != kAdopt) {
+	if i < 0 || (m.s.Ops[i].Kind != kList && m.s.Ops[i].Kind != kAdopt && m.s.Ops[i].Kind != kCheck) {
 		return
 	}
 	if in.Err != nil {
 		m.fail(ctx, i, in.Err.Error())
 		return
 	}
-	if m.s.Ops[i].Kind == kAdopt {
+	switch m.s.Ops[i].Kind {
+	case kAdopt:
 		m.adopt(ctx, i, in.Tasks)
+		return
+	case kCheck:
+		m.check(ctx, i, in.Tasks)
 		return
 	}
 	cut := m.cutTask()

@@ -23,7 +23,9 @@
 //     reverse stream (new shards to old). This is the point of no return.
 //  5. Publish generation g+1 by compare-and-set, then open the destination (unfence its
 //     shards), write the files, RELOAD every other instance.
-//  6. Resume <db> on every instance.
+//  6. Resume <db> on every instance, then check d: list its tasks; if the reverse stream is
+//     gone, d restarted since its CUTOVER (a restart loses every task) and may route by the
+//     files of g, so RELOAD it onto those of g+1 before serving.
 //  7. Finalize (STOP_TASK the reverse stream, RELOAD d onto the files of g+1, wait Grace,
 //     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
 //     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
@@ -54,9 +56,13 @@
 //     leaves. d unreachable there rolls back.
 //   - d restarting after its CUTOVER but before the files of g+1 were written reads the
 //     files of g again and routes to the source, which the fence alone keeps its writes
-//     off (the simulator found it). d is not reloaded at step 5 (see below), so finalize
-//     reloads it, once the reverse stream is stopped, before the source is unfenced; if
-//     that reload fails, d is listed in Done.Lagging and the fence stays.
+//     off (the simulator found it). d is not reloaded at step 5 (see below); the check
+//     after step 6 finds the reverse stream gone and reloads it then, so its writes are
+//     refused from its restart to the end of the resume, not for the whole serving
+//     period. If the check's listing fails, or its reload does (d is then in Lagging, with
+//     an Alert), finalize reloads d, once the reverse stream is stopped, before the source
+//     is unfenced; if that reload fails too, d is listed in Done.Lagging and the fence
+//     stays. A restart loses the reverse stream: Reverse is refused from then on.
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.
@@ -127,7 +133,7 @@
 // # Spec
 //
 // Spec: Cutover. Actions: Start, Begin, CopyData, Adopt, Poll, CaughtUp, Timeout, Pause,
-// Fence, Cutover, Resolve, Publish, Rebase, WriteFiles, Reload, Unfence, Resume, Finalize,
+// Fence, Cutover, Resolve, Publish, Rebase, WriteFiles, Reload, Unfence, Resume, Check, Finalize,
 // StopTask, GraceOver, FenceKept, Finish, Reverse, ReverseRefused, ReverseAborted, Rollback,
 // Abandon, Restart, Halt, Done. Results of commands carry ok=true|false (and err when
 // false); events of the reverse direction carry reverse=true.

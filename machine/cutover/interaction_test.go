@@ -74,6 +74,7 @@ func (h *harness) record(cmds []cutover.Command) {
 		case cutover.Done:
 			h.w.checkEnd(c)
 		case cutover.Alert:
+			h.w.alert(c)
 		default:
 			h.w.send(c)
 			h.pending = append(h.pending, c)
@@ -180,6 +181,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"open-destination-on-rollback": func(m *cutover.Mutants) { m.OpenDestinationOnRollback = true },
 	"missed-forward-only":          func(m *cutover.Mutants) { m.MissedForwardOnly = true },
 	"skip-final-reload":            func(m *cutover.Mutants) { m.SkipFinalReload = true },
+	"skip-check":                   func(m *cutover.Mutants) { m.SkipCheck = true },
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
@@ -188,13 +190,14 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 10_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
 	opts.FinalizeAfter = machinetest.Arg(t, d, "finalize-after", opts.FinalizeAfter)
 	if d.HasArg("mutant") {
-		mu := machinetest.Arg(t, d, "mutant", "")
 		h.mutant = true
-		set, ok := scriptMutants[mu]
-		if !ok {
-			t.Fatalf("unknown mutant %q", mu)
+		for _, mu := range strings.Split(machinetest.Arg(t, d, "mutant", ""), ",") { // mutant=a,b
+			set, ok := scriptMutants[mu]
+			if !ok {
+				t.Fatalf("unknown mutant %q", mu)
+			}
+			set(&opts.Mutants)
 		}
-		set(&opts.Mutants)
 	}
 	rec := fixture()
 	if d.HasArg("phase") {

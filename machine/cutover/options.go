@@ -57,6 +57,13 @@ type Mutants struct {
 	// model: TestMutantsTripInvariants and testdata/interaction/restart_instance.txt). In the
 	// simulator the path is too rare for a bounded mutant test (2 seeds in 100,000 found it).
 	SkipFinalReload bool
+	// SkipCheck goes to serving right after the forward resume without asking d whether
+	// the reverse stream still runs: d, restarted after its CUTOVER but before the files
+	// of g+1 were written, routes to the fenced old shards and has its writes refused for
+	// the whole serving period, until finalize reloads it. Trips "serving ended with the
+	// designated instance routing to the old layout" (the world model:
+	// TestMutantsTripInvariants and testdata/interaction/restart_instance.txt).
+	SkipCheck bool
 	// MissedForwardOnly lists in Done.Missed only the instances the forward pause missed,
 	// as the machine once did: one a Reverse's pause missed goes unreported although the
 	// fence refuses its writes. Trips "but Done.Missed is" (the world model).

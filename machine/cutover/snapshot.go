@@ -26,7 +26,7 @@ func (s *state) check() error {
 	}
 	open := 0
 	for i, o := range s.Ops {
-		if o.Kind < kRecord || o.Kind > kStop || o.State < opSent || o.State > opFailed {
+		if o.Kind < kRecord || o.Kind > kCheck || o.State < opSent || o.State > opFailed {
 			return fmt.Errorf("ops[%d] has kind %d state %d", i, o.Kind, o.State)
 		}
 		if o.Kind == kRecord && s.Next == nil {

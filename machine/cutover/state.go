@@ -32,9 +32,12 @@ const (
 	stUndoStop
 	stUndoRecord
 	stDone
-	// stFinalReload (forward finalize, after the stop) comes last so the numbers of the
-	// stages before it, kept in snapshots, do not change.
+	// Stages added later come last so the numbers of the stages before them, kept in
+	// snapshots, do not change: stFinalReload (forward finalize, after the stop), stCheck
+	// and stCheckReload (after the forward resume, before serving).
 	stFinalReload
+	stCheck
+	stCheckReload
 )
 
 // stageNames are the middle part of step ids, so they are part of the protocol: changing
@@ -47,6 +50,7 @@ var stageNames = [...]string{
 	stUnfence: "unfence", stFinish: "finish", stUndoReload: "undo/reload",
 	stUndoUnfence: "undo/unfence", stUndoResume: "undo/resume", stUndoStop: "undo/stop",
 	stUndoRecord: "undo/record", stDone: "done", stFinalReload: "final/reload",
+	stCheck: "check", stCheckReload: "check/reload",
 }
 
 func (s stage) String() string { return stageNames[s] }
@@ -79,6 +83,7 @@ const (
 	kReload
 	kResume
 	kStop
+	kCheck // ListTasks on d after the forward resume: is the reverse stream still there?
 )
 
 type opState uint8
@@ -162,6 +167,11 @@ type state struct {
 	// FinalReloaded: finalize's reload of d has run (false in a snapshot saved before the
 	// stage existed, which restart then runs before the grace ends).
 	FinalReloaded bool
+	// Checked: after the forward resume, d was found on the layout g+1 routes to (its
+	// reverse stream still ran, or it was reloaded onto the files of g+1), where a restart
+	// keeps it, since those files are in place. Finalize's reload of d is then tidying,
+	// and its failure keeps no fence.
+	Checked bool
 
 	Abort    bool // Reverse arrived before the point of no return
 	Decision decision

@@ -58,6 +58,9 @@ type world struct {
 	fencedEver map[string]bool   // shard -> a Fence of it took effect
 	// lateCut: a CUTOVER landed after its failure had been answered (see landLate).
 	lateCut bool
+	// checkFailed: the machine alerted that its check of d after the resume (listing d's
+	// tasks, or reloading it) failed, so d may serve on the old files until finalize.
+	checkFailed bool
 
 	violations []string
 }
@@ -191,6 +194,16 @@ func holdOf(c cutover.Command) (target string, on, ok bool) {
 // that timed out can still run on the server after a later one), so the one sent first
 // may land last and undo the one the machine meant to be the last word.
 func (w *world) send(c cutover.Command) {
+	if c, ok := c.(cutover.StopTask); ok && c.Task == w.stream && w.stream != 0 && !w.checkFailed && !w.lateCut {
+		// Finalize begins: the serving period ends. d must have served it on the layout
+		// the stored generation routes to; a d that restarted before the files of g+1 were
+		// written routes by the files of g unless the machine reloaded it. (A CUTOVER that
+		// landed after its failure was answered, outside the driver's contract, can swap d
+		// without the machine knowing: the fence keeps that safe, not this.)
+		if l := w.layoutOf(w.store); w.routes[c.Instance] != l {
+			w.violate("serving ended with the designated instance %s routing to the old layout %s (the store routes to %s): it restarted after its CUTOVER and was not reloaded", c.Instance, w.routes[c.Instance], l)
+		}
+	}
 	t, on, ok := holdOf(c)
 	if !ok {
 		return
@@ -210,6 +223,13 @@ func (w *world) send(c cutover.Command) {
 		if i := strings.Index(c.Step, "fence/"); i >= 0 {
 			w.fenceRound[c.Step[:i]] = true
 		}
+	}
+}
+
+// alert notes what the machine said it could not do.
+func (w *world) alert(a cutover.Alert) {
+	if strings.Contains(a.Step, "/check/") && strings.Contains(a.Reason, "failed") {
+		w.checkFailed = true
 	}
 }
 

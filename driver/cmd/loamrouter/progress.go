@@ -19,8 +19,8 @@ var stageStep = map[string]string{
 	"pause": "pause", "fence": "fence",
 	"cutover": "cutover", "resolve": "cutover", "repause": "cutover",
 	"publish": "publish", "open": "publish", "files": "publish", "reload": "publish",
-	"resume":  "resume",
-	"serving": "finalize", "stop": "finalize", "grace": "finalize", "unfence": "finalize", "finish": "finalize",
+	"resume": "resume", "check": "resume",
+	"serving": "finalize", "stop": "finalize", "final": "finalize", "grace": "finalize", "unfence": "finalize", "finish": "finalize",
 	"undo": "rollback",
 }
 
