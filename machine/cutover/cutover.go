@@ -284,10 +284,25 @@ func (m *Machine) after(st stage) stage {
 			return seq[i+1]
 		}
 	}
+	return stCheck
+}
+
+// afterCheck is where the check after the resume leads: serving (forward) or stopping the
+// stream the reverse CUTOVER started.
+func (m *Machine) afterCheck() stage {
 	if m.s.Reverse {
 		return stStop
 	}
-	return stCheck
+	return stServing
+}
+
+// stream is the reverse stream of the current direction: the one the forward CUTOVER
+// started (new shards to old), or, in a reverse, the one the reverse CUTOVER started.
+func (m *Machine) stream() *int64 {
+	if m.s.Reverse {
+		return &m.s.ReReverseTask
+	}
+	return &m.s.ReverseTask
 }
 
 // ---- events ----
@@ -687,7 +702,7 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		// Did it restart since its CUTOVER (and read the files of g, routing to the fenced
 		// old shards)? A restart loses its tasks, the reverse stream with them.
 		if m.s.Plan.Options.Mutants.SkipCheck {
-			m.enter(ctx, stServing)
+			m.enter(ctx, m.afterCheck())
 			return
 		}
 		m.add(ctx, op{Step: m.stepID(d), Kind: kCheck, Target: d})
@@ -837,25 +852,27 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, m.after(st))
 	case stCheck:
 		switch {
+		case failed != nil && m.s.Reverse:
+			m.alert(failed.Step, "listing the tasks of "+failed.Target+" failed after the reverse ("+failed.Err+"); if it restarted before the files of generation "+u(m.s.Rec.Generation)+" were written, its writes are refused until it is reloaded (ConfigPush does it for Done's generation)")
 		case failed != nil:
 			// Not known: finalize reloads d before the old shards open in any case.
 			m.alert(failed.Step, "listing the tasks of "+failed.Target+" failed after the cutover ("+failed.Err+"); if it restarted before the files of generation "+u(m.s.Rec.Generation)+" were written, its writes are refused until finalize reloads it")
-		case m.s.ReverseTask == 0:
+		case *m.stream() == 0:
 			// check found no stream: d restarted (or the stream ended).
 			m.enter(ctx, stCheckReload)
 			return
 		default:
-			m.s.Checked = true
+			m.s.Checked = !m.s.Reverse
 		}
-		m.enter(ctx, stServing)
+		m.enter(ctx, m.afterCheck())
 	case stCheckReload:
-		m.s.Checked = failed == nil
+		m.s.Checked = failed == nil && !m.s.Reverse
 		if failed != nil && !slices.Contains(m.s.Lagging, failed.Target) {
-			// Finalize reloads it again (and takes it off the list if that works).
-			m.alert(failed.Step, failed.Target+" restarted after its CUTOVER and may route to the fenced old shards, refusing writes; its RELOAD failed ("+failed.Err+"): reload it by hand, finalize will try again")
+			// Forward, finalize reloads it again (and takes it off the list if that works).
+			m.alert(failed.Step, failed.Target+" restarted after its CUTOVER and may route by the files of the generation before "+u(m.s.Rec.Generation)+", to fenced shards, refusing writes; its RELOAD failed ("+failed.Err+"): reload it by hand")
 			m.s.Lagging = append(m.s.Lagging, failed.Target)
 		}
-		m.enter(ctx, stServing)
+		m.enter(ctx, m.afterCheck())
 	case stStop:
 		if m.s.Reverse {
 			m.finish(ctx, Reversed, "")
@@ -1033,30 +1050,35 @@ func (m *Machine) copyStep(step string) bool {
 
 // ---- task lists: adopting a copy after a restart, resolving a CUTOVER, the check ----
 
-// check reads d's tasks after the forward resume. The reverse stream still running means
-// d has not restarted since its CUTOVER, so it routes by the swap it made. Gone (a restart
-// loses every task), d may route by the files of g, to the fenced old shards: it is
-// reloaded onto the files of g+1 now (stCheckReload) rather than at finalize, which may be
-// days away. A stream the machine never learnt (its listing failed at the CUTOVER) is
-// learnt here if d lists one.
+// check reads d's tasks after the resume. The stream its CUTOVER started still running
+// means d has not restarted since, so it routes by the swap it made. Gone (a restart loses
+// every task), d may route by the files of the generation before, to fenced shards: it is
+// reloaded onto the files just published now (stCheckReload) rather than at finalize, which
+// may be days away, or (in a reverse) never. A stream the machine never learnt (its listing
+// failed at the CUTOVER) is learnt here if d lists one.
 func (m *Machine) check(ctx *machine.Ctx, i int, tasks []Task) {
-	stream := m.s.ReverseTask
+	known := m.stream()
+	stream := *known
 	alive := false
 	for _, t := range tasks {
 		switch {
-		case m.s.ReverseTask != 0 && t.ID == m.s.ReverseTask:
+		case *known != 0 && t.ID == *known:
 			alive = t.State.active()
-		case m.s.ReverseTask == 0 && t.ID > m.cutTask() && t.State.active() && t.ID > stream:
+		case *known == 0 && t.ID > m.cutTask() && t.State.active() && t.ID > stream:
 			stream, alive = t.ID, true
 		}
 	}
 	if !alive {
-		m.s.ReverseTask = 0 // a later Reverse is refused; finalize has no stream to stop
-		m.alert(m.s.Ops[i].Step, m.designated()+" lists no reverse stream after its CUTOVER (it restarted, or the stream ended): reloading it onto generation "+u(m.s.Rec.Generation)+"; Reverse is no longer possible")
+		*known = 0 // nothing to stop; forward, a later Reverse is refused
+		what, why := "reverse stream", "; Reverse is no longer possible"
+		if m.s.Reverse {
+			what, why = "stream of its reverse CUTOVER", ""
+		}
+		m.alert(m.s.Ops[i].Step, m.designated()+" lists no "+what+" (it restarted, or the stream ended): reloading it onto generation "+u(m.s.Rec.Generation)+why)
 		m.succeed(ctx, i, machine.B("restarted", true), machine.I("stream", 0))
 		return
 	}
-	m.s.ReverseTask = stream
+	*known = stream
 	m.succeed(ctx, i, machine.B("restarted", false), machine.I("stream", stream))
 }
 

@@ -30,7 +30,7 @@
 //     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
 //     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
 //     stream, publish g+2 = the old layout, open the old shards, write the files, reload,
-//     resume; the new shards stay fenced).
+//     resume, check d the same way; the new shards stay fenced).
 //
 // Before the point of no return any failure rolls back to serving the source: RELOAD d from
 // the files of generation g if a CUTOVER was attempted (its swap lives only in d's memory),
@@ -62,7 +62,10 @@
 //     period. If the check's listing fails, or its reload does (d is then in Lagging, with
 //     an Alert), finalize reloads d, once the reverse stream is stopped, before the source
 //     is unfenced; if that reload fails too, d is listed in Done.Lagging and the fence
-//     stays. A restart loses the reverse stream: Reverse is refused from then on.
+//     stays. A restart loses the reverse stream: Reverse is refused from then on. The
+//     same holds in a reverse: d restarting after the reverse CUTOVER, before the files
+//     of g+2, routes by those of g+1 to the new shards the reverse leaves fenced, and the
+//     check after the reverse's resume reloads it (if that fails, d is in Done.Lagging).
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.

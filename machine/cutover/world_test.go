@@ -512,6 +512,11 @@ func (w *world) checkEnd(d cutover.Done) {
 		w.expectRecord(d, w.g+2, shardmap.Serving)
 		w.expectFence(w.src, false)
 		w.expectFence(w.dst, true)
+		if l := w.layoutOf(w.store); w.routes[w.designated] != l && !w.lateCut && !w.checkFailed && !slices.Contains(d.Lagging, w.designated) {
+			// A d that restarted after the reverse CUTOVER, before the files of g+2, routes
+			// by those of g+1, to the new shards the reverse left fenced.
+			w.violate("reversed but the designated instance %s routes to the %s layout (the store routes to %s): it restarted after the reverse CUTOVER and was not reloaded", w.designated, w.routes[w.designated], l)
+		}
 	case cutover.Aborted:
 		if w.written > 0 && !w.foreign || w.cut || slices.ContainsFunc(w.src, func(s string) bool { return w.fenced[s] }) {
 			w.violate("aborted but the world changed: %d records written, cut %v, fenced %v", w.written, w.cut, w.fenced)
