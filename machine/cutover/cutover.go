@@ -910,6 +910,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 			}
 		}
 		if m.s.Reverse {
+			m.s.StaleReverseCut = m.s.StaleReverseCut || m.s.ReloadDesg
 			m.s.Reverse = false
 			m.s.Decision = decNone
 			m.s.CutoverOK = true
@@ -1112,6 +1113,16 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 	}
 	applied := m.s.CutoverOK || own.State == TaskFinished || stream != 0 && own.State != TaskReplicating
 	switch {
+	case applied && m.s.Reverse && m.s.StaleReverseCut && !m.s.CutoverOK:
+		// The stream was finished, but maybe by the CUTOVER of a rolled-back round that
+		// landed late, while the new layout served: what was written there since is on
+		// no stream to the old shards. Not reversing is safe; guessing is not.
+		o := &m.s.Ops[i]
+		o.State = opOK
+		m.s.Open = 0
+		m.emitOp(ctx, o, true, machine.B("applied", false), machine.I("stream", 0))
+		m.s.ReverseTask = 0 // a later Reverse is refused
+		m.undo(ctx, "reverse stream "+i64(cut)+" on "+m.designated()+" is "+own.State.String()+" after a CUTOVER that failed, and an earlier reverse's CUTOVER may have landed late: the old shards may miss writes, so the reverse is abandoned")
 	case applied:
 		if m.s.Reverse {
 			m.s.ReReverseTask = stream
@@ -1208,6 +1219,11 @@ func (m *Machine) act(ctx *machine.Ctx) {
 			m.s.Decision = decNone
 			m.alert(m.prefix()+"reverse", "Reverse refused: no reverse stream is known on "+m.designated()+" (it restarted, or CUTOVER started none); the old shards are not current")
 			ctx.Emit(Spec, "ReverseRefused")
+			id := m.prefix() + "finalize-after"
+			if fa := m.s.Plan.Options.FinalizeAfter; fa > 0 && !slices.ContainsFunc(m.s.Timers, func(t timer) bool { return t.ID == id }) {
+				// Serving was entered with this decision pending, so its timer was not set.
+				m.setTimer(id, ctx.Now+fa)
+			}
 			return
 		}
 		m.dropTimer(m.prefix()+"finalize-after", true)
@@ -1215,6 +1231,9 @@ func (m *Machine) act(ctx *machine.Ctx) {
 		m.s.Round++
 		m.s.PauseSent, m.s.FenceSent, m.s.ReloadDesg = false, false, false
 		m.s.CutoverTries, m.s.CutoverOK = 0, false
+		// A CUTOVER of this reverse that lands after the machine gave up on it swaps d
+		// behind the machine's back: what the forward check found no longer holds.
+		m.s.Checked = false
 		ctx.Emit(Spec, "Reverse", machine.B("past_pnr", true), machine.I("round", int64(m.s.Round)))
 		m.enter(ctx, stPause)
 	}

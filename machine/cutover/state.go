@@ -172,6 +172,11 @@ type state struct {
 	// keeps it, since those files are in place. Finalize's reload of d is then tidying,
 	// and its failure keeps no fence.
 	Checked bool
+	// StaleReverseCut: a reverse round that sent a CUTOVER was rolled back. That CUTOVER
+	// may still land (a request the machine read as failed), finishing the reverse stream
+	// while the new layout serves, so in a later round a finished stream or a new one is
+	// not evidence that this round's CUTOVER took effect.
+	StaleReverseCut bool
 
 	Abort    bool // Reverse arrived before the point of no return
 	Decision decision
