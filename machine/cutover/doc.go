@@ -104,6 +104,12 @@
 //     arrived late) is safe too: d then routes to a layout that stays fenced until a
 //     generation routing to it is published, and ConfigPush, which pushes the generation
 //     Done names, puts d back on the files.
+//   - A reverse CUTOVER that lands after its reverse was rolled back swaps d to the old
+//     shards and finishes the reverse stream while the new layout serves: d's writes are
+//     refused there (fenced), finalize keeps that fence if it cannot reload d, and a later
+//     Reverse, finding the stream finished after a CUTOVER that failed, cannot tell it
+//     from its own: it abandons (the old shards may miss what the new ones took since)
+//     and refuses any further Reverse.
 //
 // # Facts that differ from the seed design
 //
