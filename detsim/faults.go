@@ -81,7 +81,7 @@ var Catalogue = []Point{
 	{Name: "ctl.restart", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller restarts: each machine is restored from its last snapshot and fed Restarted; replies in flight are lost"},
 	{Name: "clock.jump", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
-		What: "the controller's clock jumps forward by up to 5 minutes (machines see it in ctx.Now)"},
+		What: "the controller's wall clock jumps forward by up to 5 minutes (machines see it in ctx.Now; timers already set keep their time, as Go's monotonic timers do, until a restart sets them again on the jumped clock)"},
 }
 
 var catalogueIndex = func() map[string]int {

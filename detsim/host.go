@@ -8,9 +8,17 @@ import (
 )
 
 // Controller is the simulated daemon that runs the control-plane machines: one network
-// node, one clock that can jump (clock.jump: machines see ctx.Now = simulated time + Offset),
-// and one process that can restart (ctl.restart: every hosted machine is rebuilt from its
-// last snapshot and fed its Restarted input; replies to what was in flight are lost).
+// node, one wall clock that can jump (clock.jump: machines see ctx.Now = simulated time +
+// Offset), and one process that can restart (ctl.restart: every hosted machine is rebuilt
+// from its last snapshot and fed its Restarted input; replies to what was in flight are
+// lost).
+//
+// A jump moves ctx.Now but not a timer already set: the driver arms a machine's timer as
+// time.AfterFunc of the time left when it is set (driver.Clock), and Go's timers run on
+// the monotonic clock, which a wall-clock step does not move. A restarted process sets the
+// timers of the restored snapshot again at their deadlines on the (jumped) wall clock, so
+// after a restart they may fire early: a machine whose safety rests on a wait restarts
+// that wait when it is restarted (the cutover's grace period does).
 type Controller struct {
 	s      *Sim
 	Node   NodeID
@@ -23,7 +31,6 @@ type Controller struct {
 type hostLife interface {
 	crash()
 	boot()
-	rearm()
 }
 
 // NewController adds the controller node and registers its nemesis points.
@@ -40,9 +47,6 @@ func NewController(s *Sim, name string) *Controller {
 		j := s.Between(1000, 300_000)
 		c.Offset += j
 		s.Note(Label{Kind: "clock-jump", To: name, ID: j})
-		for _, h := range c.hosts {
-			h.rearm()
-		}
 	})
 	s.OnHeal(c.Boot)
 	return c
@@ -99,7 +103,7 @@ type Host[In, Out any] struct {
 }
 
 type hostTimer struct {
-	at int64 // in the controller's clock
+	at int64 // in the controller's clock when it was set
 	h  Handle
 }
 
@@ -205,15 +209,6 @@ func (h *Host[In, Out]) boot() {
 	h.m = h.restore()
 	h.c.s.Probe("ctl.restored." + h.Name)
 	h.Feed(h.restarted)
-}
-
-// rearm moves every pending timer to its new simulated time after a clock jump.
-func (h *Host[In, Out]) rearm() {
-	for _, id := range slices.Sorted(maps.Keys(h.timers)) {
-		ht := h.timers[id]
-		h.c.s.Cancel(ht.h)
-		h.arm(id, ht)
-	}
 }
 
 // PendingTimers lists the machine's pending timer ids, sorted (for state hashing).

@@ -62,11 +62,10 @@ func TestHostTimersRestartsAndClockJumps(t *testing.T) {
 	s.Run(2300, 100)
 	require.Equal(t, []int64{0, 1000, 2000}, sent, "the retry timer fires on the controller's clock")
 
-	c.Offset += 600 // a forward jump: the pending timer (due at 3000 on the controller's clock) comes 600 ms earlier
-	detsim.RearmForTest(c)
+	c.Offset += 600 // a forward wall-clock jump: the pending timer keeps its time; the next one is set on the jumped clock
 	sent = nil
-	s.Run(2500, 100)
-	require.Equal(t, []int64{2400}, sent)
+	s.Run(3500, 100)
+	require.Equal(t, []int64{3000}, sent, "a timer set before the jump fires when it would have")
 
 	sent = nil
 	c.Crash()
@@ -87,18 +86,55 @@ func TestHostTimersRestartsAndClockJumps(t *testing.T) {
 	s.Run(math.MaxInt64, 100)
 }
 
-func TestClockJumpRearmsTimers(t *testing.T) {
-	s := detsim.New(detsim.Config{Seed: 1})
-	c := detsim.NewController(s, "ctl")
-	var fired []int64
-	h := detsim.NewHost[pingIn, any](c, &pinger{}, detsim.HostConfig[pingIn, any]{
-		Name: "p", Exec: func(any) { fired = append(fired, s.Now()) },
-		TimerFired: func(string) pingIn { return pingIn{timer: "retry"} },
-	})
-	h.Feed(pingIn{start: true})
-	require.Equal(t, []string{"retry"}, h.PendingTimers())
-	c.Offset = 400
-	detsim.RearmForTest(c)
-	s.Run(math.MaxInt64, 1)
-	require.Equal(t, []int64{0, 600}, fired, "the timer due at 1000 on the controller's clock fires at simulated 600")
+// waiter sets one timer and, restarted, sets it again at the deadline it saved, as the
+// control-plane machines do with their pending timers.
+type waiter struct{ at int64 }
+
+type waiterTimer struct{ machine.SetTimer }
+
+func (w waiterTimer) Timer() machine.SetTimer { return w.SetTimer }
+
+func (w *waiter) On(ctx *machine.Ctx, in string) []any {
+	switch in {
+	case "start":
+		w.at = ctx.Now + 1000
+	case "restarted":
+	default:
+		return []any{"fired"}
+	}
+	return []any{waiterTimer{machine.SetTimer{ID: "w", At: w.at}}}
+}
+
+// TestClockJumpKeepsTimersUntilRestart: a wall-clock jump does not move a timer already set
+// (the driver's timers are time.AfterFunc durations, on Go's monotonic clock); a restarted
+// controller sets the restored timers at their deadlines on the jumped clock, so they fire
+// that much earlier.
+func TestClockJumpKeepsTimersUntilRestart(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		s := detsim.New(detsim.Config{Seed: 1})
+		c := detsim.NewController(s, "ctl")
+		var fired []int64
+		h := detsim.NewHost[string, any](c, &waiter{}, detsim.HostConfig[string, any]{
+			Name: "w", Exec: func(any) { fired = append(fired, s.Now()) },
+			TimerFired: func(string) string { return "timer" },
+			Restarted:  "restarted",
+			Save: func(mm machine.Machine[string, any]) func() machine.Machine[string, any] {
+				snap := *mm.(*waiter)
+				return func() machine.Machine[string, any] { w := snap; return &w }
+			},
+		})
+		h.Feed("start") // due at 1000 on the controller's clock, which is simulated time for now
+		s.Run(200, 1)
+		c.Offset = 400 // the wall clock steps 400 ms forward
+		if restart {
+			c.Crash()
+			c.Boot()
+		}
+		s.Run(math.MaxInt64, 1)
+		if restart {
+			require.Equal(t, []int64{600}, fired, "restored, the timer is set at 1000 on a clock 400 ahead")
+		} else {
+			require.Equal(t, []int64{1000}, fired, "the timer set before the jump fires when it would have")
+		}
+	}
 }

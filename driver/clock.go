@@ -17,7 +17,11 @@ type Clock interface {
 	Now() time.Time
 	// At arranges for f to be called once the clock has reached t (at once, in its own
 	// goroutine, when t is not after Now). stop cancels the call; it reports false when f
-	// has already been called or stopped.
+	// has already been called or stopped. The real clock waits the time left when At is
+	// called, on Go's monotonic clock (time.AfterFunc): a wall-clock step after that does
+	// not move the call. A restarted process sets the restored timers again at their
+	// deadlines on the wall clock, so a machine whose safety rests on a wait restarts it
+	// on Restarted (the cutover's grace period does).
 	At(t time.Time, f func()) (stop func() bool)
 }
 

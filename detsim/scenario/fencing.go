@@ -31,6 +31,13 @@ import (
 // The daemon takes the fleet's roster from the deploy system (every pod of the deployment,
 // fed as O before anything else), as loamrouter's fencing commands do (fencing.pods or
 // --pods); MutantRosterFromReports learns it from the reports only.
+//
+// A scan that finds live old-key leases one lease TTL after the backfill (probe
+// fencing.scan.live) is not a declared probe: a clock jump no longer moves the drain timer
+// of a running controller (detsim.Controller), and only a restarted one whose wall clock
+// stepped forward within the wait meets it, which 20,000 seeds did not combine. The
+// machine's answer to it (wait and scan again) is in
+// machine/fencemigrate/testdata/refusals.txt.
 var Fencing = detsim.Scenario{
 	Name:   "fencing",
 	Points: fencingPoints,
@@ -39,7 +46,7 @@ var Fencing = detsim.Scenario{
 		"FencingMigration.Allow", "FencingMigration.Refuse", "FencingMigration.Backfill", "FencingMigration.BackfillDone",
 		"FencingMigration.DrainWait", "FencingMigration.Scan", "FencingMigration.Drained", "FencingMigration.AskConfirm",
 		"FencingMigration.Enable", "FencingMigration.Enabled",
-		"fencing.scan.live", "fencing.refused.old", "fencing.refused.new", "fencing.backfill.raised", "fencing.renew.lost",
+		"fencing.refused.old", "fencing.refused.new", "fencing.backfill.raised", "fencing.renew.lost",
 		"fencing.dead_request", "fencing.resume", "fencing.upgrade.mixed", "fencing.enabled"},
 	Mutants:     []string{MutantM1, MutantM2, MutantM3, MutantM4, MutantM5, MutantFencingNoResume, MutantRosterFromReports},
 	World:       func(s *detsim.Sim, mutant string) *detsim.Violation { return fencingRunWorld(s, mutant, false) },

@@ -1252,6 +1252,16 @@ func (m *Machine) restart(ctx *machine.Ctx) {
 	if legacy {
 		m.dropTimer(m.prefix()+"grace", false)
 	}
+	if m.s.Stage == stGrace && !legacy {
+		// The grace is what keeps a request still travelling to the old shards from
+		// landing once they open. Its deadline is on the wall clock, which may have
+		// stepped forward while no process was running: wait it out again from now.
+		for i := range m.s.Timers {
+			if t := &m.s.Timers[i]; t.ID == m.prefix()+"grace" {
+				t.At = max(t.At, ctx.Now+m.s.Plan.Options.Grace)
+			}
+		}
+	}
 	for _, t := range m.s.Timers {
 		m.out = append(m.out, SetTimer{machine.SetTimer{ID: t.ID, At: t.At}})
 	}
