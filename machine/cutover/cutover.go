@@ -626,7 +626,7 @@ func (m *Machine) onReply(ctx *machine.Ctx, step string, err error) {
 	if m.s.Ops[i].Kind == kCutover {
 		m.s.CutoverOK = true
 		if !m.s.Reverse {
-			m.s.PastPNR = true
+			m.pastPNR()
 		}
 	}
 	m.succeed(ctx, i)
@@ -1111,7 +1111,11 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 			stream = t.ID // the stream CUTOVER started (new shards to old)
 		}
 	}
-	applied := m.s.CutoverOK || own.State == TaskFinished || stream != 0 && own.State != TaskReplicating
+	// Only the CUTOVER's own answer or its task finished says it took: PgDog lists every
+	// database's tasks on the instance, so a newer active task beside a failed or missing
+	// one may be another database's, not a stream this CUTOVER started (the rollback after
+	// a CUTOVER that did swap is safe: both layouts are fenced and d is reloaded).
+	applied := m.s.CutoverOK || own.State == TaskFinished
 	switch {
 	case applied && m.s.Reverse && m.s.StaleReverseCut && !m.s.CutoverOK:
 		// The stream was finished, but maybe by the CUTOVER of a rolled-back round that
@@ -1128,7 +1132,7 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 			m.s.ReReverseTask = stream
 		} else {
 			m.s.ReverseTask = stream
-			m.s.PastPNR = true
+			m.pastPNR()
 		}
 		m.s.CutoverOK = true
 		if stream == 0 {
@@ -1284,5 +1288,15 @@ func (m *Machine) restart(ctx *machine.Ctx) {
 			}
 			m.issue(ctx, i)
 		}
+	}
+}
+
+// pastPNR marks the forward CUTOVER as taken. A Reverse that arrived while it was in flight
+// (Abort) cannot roll back any more: it becomes the decision, carried out once every
+// instance has resumed, rather than being dropped (and finalize-after finalizing instead).
+func (m *Machine) pastPNR() {
+	m.s.PastPNR = true
+	if m.s.Abort && m.s.Decision == decNone {
+		m.s.Decision = decReverse
 	}
 }

@@ -45,6 +45,12 @@
 // A source and a destination shard on one server cannot be fenced apart (a role belongs to
 // the whole server), so Start refuses such a plan: put the destination on other servers.
 //
+// PgDog lists every database's tasks on an instance together (SHOW TASKS has no database
+// column), and the machine tells its copy and its streams from others by task id: run one
+// cutover per PgDog instance at a time (`loamrouter cutover plan` refuses a second). Only
+// the CUTOVER's own answer, or its task listed finished, counts as the CUTOVER having
+// taken; a newer active task beside a failed one may be another database's.
+//
 // # Defined outcomes
 //
 //   - A CAS conflict when publishing: if the stored record is the machine's own (a retry

@@ -83,6 +83,13 @@ admin = "127.0.0.1:6403"
 	return path
 }
 
+// setFleetSecrets sets the passwords cutoverConfig names.
+func setFleetSecrets(t *testing.T) {
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
+	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+}
+
 // cliRun runs one command with the world as the fleet.
 func cliRun(t *testing.T, w *world, args ...string) (string, error) {
 	t.Helper()
@@ -102,9 +109,7 @@ func cliRun(t *testing.T, w *world, args ...string) (string, error) {
 // and a fenced role that is also the login COPY_DATA uses; with separate servers and logins
 // both checks pass.
 func TestCutoverPlanFence(t *testing.T) {
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
-	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setFleetSecrets(t)
 	dir := t.TempDir()
 	conf := cutoverConfig(t, dir, freePort(t))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
@@ -152,9 +157,7 @@ func TestCutoverPlanFence(t *testing.T) {
 // its listen address) runs the fenced cutover over the fake fleet, status shows the bar and
 // writes the picture, finalize ends it, and the history keeps the outcome.
 func TestCutoverThroughTheDaemon(t *testing.T) {
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
-	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setFleetSecrets(t)
 	dir := t.TempDir()
 	listen := freePort(t)
 	conf := cutoverConfig(t, dir, listen)
@@ -311,9 +314,7 @@ func countResumed(w *world) int {
 // record's generation on an instance starts only once that push has ended, so no retried
 // reload can reach the designated instance after its CUTOVER (the simulator found that one).
 func TestCutoverWaitsForThePush(t *testing.T) {
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
-	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setFleetSecrets(t)
 	dir := t.TempDir()
 	conf := cutoverConfig(t, dir, freePort(t))
 	w := newWorld()
@@ -369,4 +370,55 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 func cutoverPlanForTest() cutover.Plan {
 	return cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub",
 		Options: cutover.Options{LagThreshold: 1000, PollEvery: 50, Grace: 100}}
+}
+
+// TestCutoverPlanSharedInstances: a database whose PgDog instances also serve a database
+// with a cutover running fails the plan, naming the instance, its admin address and the
+// other database (SHOW TASKS lists both databases' tasks together, and a cutover tells its
+// own only by id); once that cutover is over, the check passes.
+func TestCutoverPlanSharedInstances(t *testing.T) {
+	setFleetSecrets(t)
+	dir := t.TempDir()
+	conf := cutoverConfig(t, dir, freePort(t))
+	data, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	data = append(data, fmt.Sprintf(`
+[[databases]]
+name = "orders"
+files_dir = %q
+app_user = "orders"
+app_password_env = "LOAM_TEST_APP_PW"
+admin_password_env = "LOAM_TEST_ADMIN_PW"
+insecure = true
+[databases.indoubt]
+enabled = false
+[[databases.routers]]
+id = "orders-1"
+admin = "127.0.0.1:6401"
+`, filepath.Join(dir, "files-orders"))...)
+	require.NoError(t, os.WriteFile(conf, data, 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, 0, reshardingRecord())
+	require.NoError(t, err)
+	orders := adapters.DBRef{Namespace: "default", Database: "orders"}
+	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(orders), 0, cutoverRequest{By: "test", From: 2}))
+	require.NoError(t, st.Close())
+	w := newWorld()
+
+	out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+	require.Error(t, err)
+	require.Contains(t, out, "✗ instances: pgdog-1")
+	require.Contains(t, out, "PgDog instance pgdog-1 (127.0.0.1:6401) also serves default/orders, whose cutover is running")
+	require.NotContains(t, out, "pgdog-2 (127.0.0.1:6402) also serves", "pgdog-2 serves app only")
+
+	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	b, err := st.GetBlob(t.Context(), cutoverRequestKey(orders))
+	require.NoError(t, err)
+	require.NoError(t, st.DeleteBlob(t.Context(), cutoverRequestKey(orders), b.Version))
+	require.NoError(t, st.Close())
+	out, _ = cliRun(t, w, "--config", conf, "cutover", "plan", "app")
+	require.Contains(t, out, "✓ instances: not shared")
 }

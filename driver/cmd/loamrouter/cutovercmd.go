@@ -221,7 +221,7 @@ func (c *cli) plan(cmd *cobra.Command, db string) (*planReport, Store, error) {
 	}
 	defer f.close()
 	f.learn(rec)
-	return planCutover(cmd.Context(), st, ref, rec, p, dc, f), st, nil
+	return planCutover(cmd.Context(), st, ref, rec, p, dc, c.cfg.Databases, f), st, nil
 }
 
 // cutoverStatus finds the running cutover (or the last one) and its audit entries.

@@ -21,9 +21,7 @@ import (
 // primary is fenced, the record names the promoted primary at a new generation, every
 // router reloads it, and the outcome comes back to the command.
 func TestFailoverThroughTheDaemon(t *testing.T) {
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
-	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setFleetSecrets(t)
 	dir := t.TempDir()
 	conf := cutoverConfig(t, dir, freePort(t))
 	w := newWorld()

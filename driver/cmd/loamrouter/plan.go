@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +54,9 @@ func (r *planReport) print(w io.Writer) {
 }
 
 // planCutover checks every precondition of a cutover of rec under plan, reading only.
-func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardmap.Record, plan cutover.Plan, dc *DatabaseConfig, f *fleet) *planReport {
+// others are the other configured databases, whose running cutovers may share PgDog
+// instances with this one.
+func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardmap.Record, plan cutover.Plan, dc *DatabaseConfig, others []DatabaseConfig, f *fleet) *planReport {
 	r := &planReport{DB: ref.String(), Plan: plan}
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
 
@@ -105,6 +108,28 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 		r.add("no cutover running", "fail", "cannot read the requests: %v", err)
 	} else {
 		r.add("no cutover running", "ok", "none requested")
+	}
+	// No other database's cutover runs on these PgDog instances: SHOW TASKS lists every
+	// database's tasks on an instance together, and the cutover tells its copy and its
+	// streams from others only by task id.
+	shared := false
+	for _, o := range others {
+		if o.Namespace == dc.Namespace && o.Name == dc.Name {
+			continue
+		}
+		oref := adapters.DBRef{Namespace: o.Namespace, Database: o.Name}
+		for _, ours := range dc.Routers {
+			if !slices.ContainsFunc(o.Routers, func(r RouterConfig) bool { return r.Admin == ours.Admin }) {
+				continue
+			}
+			if _, err := st.GetBlob(ctx, cutoverRequestKey(oref)); err == nil {
+				shared = true
+				r.add("instances: "+ours.ID, "fail", "PgDog instance %s (%s) also serves %s, whose cutover is running: one cutover per PgDog instance at a time (its tasks are listed with ours); wait for `cutover status %s`", ours.ID, ours.Admin, oref, o.Name)
+			}
+		}
+	}
+	if !shared {
+		r.add("instances: not shared", "ok", "no other database's cutover runs on these PgDog instances")
 	}
 	// A controller will run it.
 	if b, err := st.GetBlob(ctx, driver.DefaultLeaseKey); err == nil {
