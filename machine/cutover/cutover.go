@@ -967,6 +967,10 @@ func (m *Machine) undo(ctx *machine.Ctx, reason string) {
 // from the last try's, never from 1 again: a late answer to a list taken before this try
 // went out would say the task still waits for its CUTOVER, and, taken for this try's
 // list, would send CUTOVER again or roll back a cutover that took.
+// stuckPolls is how many listings of a CUTOVER still in progress raise an Alert (again
+// every as many).
+const stuckPolls = 20
+
 func (m *Machine) resolve(ctx *machine.Ctx) {
 	m.enter(ctx, stResolve)
 }
@@ -1155,6 +1159,10 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		o.State = opOK
 		m.s.Open = 0
 		m.emitOp(ctx, o, true, machine.B("applied", false), machine.I("stream", 0))
+		if m.s.Polls%stuckPolls == 0 {
+			// Nothing can be decided while it runs, and every instance is held meanwhile.
+			m.alert(m.s.Ops[i].Step, "CUTOVER "+i64(cut)+" on "+m.designated()+" is still "+own.State.String()+" after "+strconv.Itoa(m.s.Polls)+" listings: every instance is paused and both layouts are fenced until it ends; see SHOW TASKS on "+m.designated())
+		}
 		m.setTimer(m.prefix()+"resolve/next", ctx.Now+m.s.Plan.Options.PollEvery)
 	default:
 		o := &m.s.Ops[i]
