@@ -125,3 +125,27 @@ func TestAtomic(t *testing.T) {
 	v = check.Atomic([]*model.Backend{b2}, nil, "someone-else", 0)
 	require.Equal(t, "conservation", v.Invariant)
 }
+
+// TestReleasedWritableDuplicates: a refusal by a fenced backend is a violation when the
+// instance sent the transaction there after the fence, and not when it was sent before (the
+// fence doing its work) — also when the network delivered the client's request twice and
+// the second copy, held by the pause, went to the new layout after the fence (seed 12054555
+// of the cutover scenario: the checker once judged the refusal by the last send only).
+func TestReleasedWritableDuplicates(t *testing.T) {
+	fenced := &model.Backend{Name: "shard-0", Fences: []model.Fence{{Step: 10, Backend: "shard-0", Role: "app", On: true}}}
+	fresh := &model.Backend{Name: "shard-2"}
+	refused := func() *check.History {
+		return &check.History{Ops: []*check.Op{{ID: 17, Kind: "txn", Via: "pgdog-1", Outcome: check.Unknown, Code: model.CodeTerminated, Backend: "shard-0"}}}
+	}
+	run := func(sends ...model.Dispatch) *detsim.Violation {
+		r := &model.Router{ID: "pgdog-1", Dispatched: map[int64][]model.Dispatch{17: sends}}
+		return check.ReleasedWritable(refused(), []*model.Router{r}, []*model.Backend{fenced, fresh}, "app", map[string]bool{})
+	}
+	require.Nil(t, run(model.Dispatch{Step: 5, Backend: "shard-0"}), "sent before the fence")
+	v := run(model.Dispatch{Step: 12, Backend: "shard-0"})
+	require.NotNil(t, v, "sent to a backend fenced since step 10")
+	require.Equal(t, "released-writable", v.Invariant)
+	require.Nil(t, run(model.Dispatch{Step: 5, Backend: "shard-0"}, model.Dispatch{Step: 40, Backend: "shard-2"}),
+		"the refused copy went before the fence; the duplicate went to the new layout")
+	require.NotNil(t, run(model.Dispatch{Step: 12, Backend: "shard-0"}, model.Dispatch{Step: 40, Backend: "shard-2"}))
+}

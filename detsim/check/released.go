@@ -15,9 +15,11 @@ import (
 // lagging (never reloaded) or unresumed, instances that restarted (a restart loses the
 // hold), and whatever excluded names; for them the fence refusing is the design working.
 // A transaction sent before the fence and refused when it arrived, or ended with its session
-// by the fence, is always allowed: that is the fence doing its work.
+// by the fence, is always allowed: that is the fence doing its work. A transaction the
+// network delivered to the instance twice was sent twice; the refusal is a violation only
+// if every send of it to the refusing backend went out once that backend was fenced.
 func ReleasedWritable(h *History, routers []*model.Router, backends []*model.Backend, role string, excluded map[string]bool) *detsim.Violation {
-	sent := map[string]map[int64]model.Dispatch{}
+	sent := map[string]map[int64][]model.Dispatch{}
 	for _, r := range routers {
 		sent[r.ID] = r.Dispatched
 	}
@@ -29,8 +31,23 @@ func ReleasedWritable(h *History, routers []*model.Router, backends []*model.Bac
 		if (o.Code != model.CodeLoginRefused && o.Code != model.CodeTerminated) || excluded[o.Via] {
 			continue
 		}
-		at, ok := sent[o.Via][o.ID]
-		if !ok || byName[o.Backend] == nil || !byName[o.Backend].FencedAt(role, at.Step) {
+		b := byName[o.Backend]
+		if b == nil {
+			continue
+		}
+		var at model.Dispatch
+		fencedEach := false
+		for _, d := range sent[o.Via][o.ID] {
+			if d.Backend != o.Backend {
+				continue
+			}
+			if !b.FencedAt(role, d.Step) {
+				fencedEach = false
+				break
+			}
+			at, fencedEach = d, true
+		}
+		if !fencedEach {
 			continue
 		}
 		return &detsim.Violation{Invariant: "released-writable", T: o.Complete,

@@ -54,15 +54,16 @@ type Router struct {
 	nextTask int64
 	coord    *Coordinator
 
-	// Loads is every change of routing, Crashes every crash, and Dispatched the simulator's
-	// event count when each transaction last left for a backend, for the checkers.
+	// Loads is every change of routing, Crashes every crash, and Dispatched, for the
+	// checkers, every time each transaction left for a backend, in order: more than once
+	// when the network delivered the client's request twice (a read is idempotent).
 	Loads      []Load
 	Crashes    []int64
-	Dispatched map[int64]Dispatch
+	Dispatched map[int64][]Dispatch
 }
 
-// Dispatch is when (the simulator's event count) a transaction last left an instance, and
-// for which backend.
+// Dispatch is when (the simulator's event count) a transaction left an instance, and for
+// which backend.
 type Dispatch struct {
 	Step    int
 	Backend string
@@ -221,9 +222,9 @@ func (r *Router) dispatch(db string, txn Txn, reply detsim.Reply) {
 	b := r.dir[name]
 	sess := r.sess[name]
 	if r.Dispatched == nil {
-		r.Dispatched = map[int64]Dispatch{}
+		r.Dispatched = map[int64][]Dispatch{}
 	}
-	r.Dispatched[txn.ID] = Dispatch{Step: r.s.Steps(), Backend: name}
+	r.Dispatched[txn.ID] = append(r.Dispatched[txn.ID], Dispatch{Step: r.s.Steps(), Backend: name})
 	// A query on a new session is sent only once the login's round trip has succeeded, so
 	// one the instance gave up on (its connect timeout) never runs later: a startup message
 	// that arrives late finds its client gone, and nothing was queued behind it. A query on

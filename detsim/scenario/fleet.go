@@ -209,7 +209,8 @@ func (f *fleet) hashState() {
 			if o.Outcome == check.Pending {
 				// What a checker will judge of it when it answers: where it went, and
 				// whether that shard was fenced already.
-				if d, ok := f.router(o.Via).Dispatched[o.ID]; ok {
+				if ds := f.router(o.Via).Dispatched[o.ID]; len(ds) > 0 {
+					d := ds[len(ds)-1]
 					fmt.Fprintf(h, "|%s:%v", d.Backend, f.dir[d.Backend].FencedAt(appRole, d.Step))
 				}
 			}
