@@ -12,6 +12,9 @@ import (
 // AlertBounds are the monitor's timings the alert check allows for.
 type AlertBounds struct {
 	Threshold, Period, CallTimeout int64
+	// StuckAfter is the monitor's bound for a branch whose coordinator runs and started
+	// before it: a prepare that landed after its coordinator crashed.
+	StuckAfter int64
 	// Healed is when the faults stopped (a monitor cut off from a shard cannot alert).
 	Healed int64
 	// End is the end of the run.
@@ -22,7 +25,9 @@ type AlertBounds struct {
 // prepared at the end whose coordinator process died after starting it (crashed: gone, or
 // restarted without finishing it) is in an alert that is raised and not cleared, first
 // raised no later than max(prepared + Threshold, the crash, the heal) + 2 Periods + 4 call
-// timeouts (a round's scans and the delivery). alerted maps a branch gid to when an active
+// timeouts (a round's scans and the delivery). A branch prepared after the crash (the dead
+// process's request still travelling) may find a restarted process that started before
+// it, which the monitor cannot tell from one finishing it: StuckAfter replaces Threshold. alerted maps a branch gid to when an active
 // alert naming it was first raised. Branches whose deadline is after the end of the run are
 // not judged.
 func InDoubtAlerts(backends []*model.Backend, routers []*model.Router, alerted map[string]int64, b AlertBounds) *detsim.Violation {
@@ -54,7 +59,11 @@ func InDoubtAlerts(backends []*model.Backend, routers []*model.Router, alerted m
 			if died < 0 {
 				continue // its coordinator still runs and retries: not the monitor's to alert
 			}
-			deadline := max(p.At+b.Threshold, died, b.Healed) + 2*b.Period + 4*b.CallTimeout
+			wait := b.Threshold
+			if p.At > died {
+				wait = max(b.Threshold, b.StuckAfter)
+			}
+			deadline := max(p.At+wait, died, b.Healed) + 2*b.Period + 4*b.CallTimeout
 			if deadline > b.End {
 				continue
 			}

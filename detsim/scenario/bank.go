@@ -58,13 +58,14 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Threshold:  time.Duration(s.Param("monitor_threshold_s", []int{60, 300}[s.Intn(2)])) * time.Second,
 		Deployment: "sim-app",
 	}
+	opts.StuckAfter = 2 * opts.Threshold // the default, named: the alert check's bound needs it
 	d := newController(f)
 	m := hostMonitor(d, opts, shardsByName(f, rec))
 	m.dropAlerts = mutant == MutantAlertsDropped
 	m.track()
 	n := s.Param("ops", 10+s.Intn(31))
 	s.SetWorkload(n, transferOps(s, f, n))
-	quiet := ms64(opts.Threshold) + 3*ms64(opts.Period) + 4*s.Options().Net.CallTimeout + 10_000
+	quiet := ms64(opts.StuckAfter) + 3*ms64(opts.Period) + 4*s.Options().Net.CallTimeout + 10_000
 	if v := f.runToEnd(quiet, 300_000); v != nil {
 		return v
 	}
@@ -76,7 +77,7 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		return v
 	}
 	return check.InDoubtAlerts(f.order, f.routers, m.active(), check.AlertBounds{
-		Threshold: ms64(opts.Threshold), Period: ms64(opts.Period), CallTimeout: s.Options().Net.CallTimeout,
+		Threshold: ms64(opts.Threshold), StuckAfter: ms64(opts.StuckAfter), Period: ms64(opts.Period), CallTimeout: s.Options().Net.CallTimeout,
 		Healed: s.Options().Net.FaultWindow, End: s.Now()})
 }
 

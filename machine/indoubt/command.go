@@ -67,6 +67,11 @@ const (
 	// ReasonUnscanned: the shard could not be scanned for BlindAfter rounds in a row; the
 	// monitor cannot see what is in doubt there.
 	ReasonUnscanned Reason = "unscanned"
+	// ReasonStuck: the coordinator runs and started before the transaction was prepared,
+	// yet it is still prepared after Options.StuckAfter, which PgDog's retries every 333 ms
+	// would not allow: a prepare that reached the shard after its coordinator restarted, or
+	// a coordinator that cannot log in to finish it.
+	ReasonStuck Reason = "stuck"
 )
 
 // Txn is one transaction in doubt: PgDog prepares it under one name per shard.

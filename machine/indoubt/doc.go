@@ -12,7 +12,11 @@
 // change and cleared when none is prepared any more. Every raise and clear is acknowledged
 // by the alert sink (Delivered) and sent again each round, and after a restart, until it is:
 // an alert lost with a dying driver or refused by a sink that is down is not lost. A coordinator that runs and prepared
-// the transaction itself is left alone: PgDog retries COMMIT PREPARED every 333 ms forever.
+// the transaction itself is left alone, since PgDog retries COMMIT PREPARED every 333 ms,
+// until Options.StuckAfter (default twice the threshold): a transaction still prepared then
+// is alerted as stuck (ReasonStuck). Its prepare reached the shard after the coordinator
+// died and restarted (the new process's recovery had run already: the simulator found it),
+// or the coordinator cannot log in to finish it.
 //
 // # It cannot resolve
 //
@@ -52,9 +56,7 @@
 // A shard that cannot be read keeps the transactions of its last successful scan (nothing
 // in doubt is forgotten because a scan failed) and after Options.BlindAfter failed rounds in
 // a row raises an "unscanned" alert. A round without a roster raises no new coordinator
-// alert (a missing roster must not read as "every coordinator is gone"). Not covered: a
-// live coordinator that cannot finish (for instance because the fence refused its login),
-// which PgDog itself keeps retrying; such a transaction is not alerted.
+// alert (a missing roster must not read as "every coordinator is gone").
 //
 // # The driver loop
 //

@@ -266,6 +266,9 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 				}
 				reason = prev.Reason
 			}
+			if reason == "" && ctx.Now-origin >= m.opts.StuckAfter.Milliseconds() {
+				reason = ReasonStuck // PgDog's retries would have finished it long ago
+			}
 			if reason == "" {
 				continue // its coordinator runs and prepared it: PgDog retries by itself
 			}

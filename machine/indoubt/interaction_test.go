@@ -54,6 +54,7 @@ func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 			Threshold:  time.Duration(machinetest.Arg[int64](t, d, "threshold", 0)) * time.Millisecond,
 			Deployment: machinetest.Arg(t, d, "deployment", ""),
 			BlindAfter: int(machinetest.Arg[int64](t, d, "blind-after", 0)),
+			StuckAfter: time.Duration(machinetest.Arg[int64](t, d, "stuck-after", 0)) * time.Millisecond,
 		})
 		return "ok"
 	}

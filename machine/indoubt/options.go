@@ -17,6 +17,12 @@ type Options struct {
 	// BlindAfter is how many rounds in a row a shard's scan may fail before the monitor
 	// alerts that it cannot see that shard (default 3).
 	BlindAfter int
+	// StuckAfter is the age past which a transaction is alerted even though its
+	// coordinator runs and started before it (ReasonStuck; default twice Threshold). PgDog
+	// retries COMMIT PREPARED every 333 ms, so one still prepared that long will not be
+	// finished: its prepare reached the shard after the coordinator died and restarted
+	// (the new process's recovery had already run), or the coordinator cannot log in.
+	StuckAfter time.Duration
 }
 
 const (
@@ -34,6 +40,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BlindAfter <= 0 {
 		o.BlindAfter = defaultBlindAfter
+	}
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = 2 * o.Threshold
 	}
 	return o
 }

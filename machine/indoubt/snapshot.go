@@ -115,7 +115,7 @@ func (s Snapshot) check() error {
 	}
 	for i, a := range s.Alerts {
 		switch a.Reason {
-		case ReasonGone, ReasonRestarted, ReasonForeign, ReasonUnscanned:
+		case ReasonGone, ReasonRestarted, ReasonForeign, ReasonUnscanned, ReasonStuck:
 		default:
 			return fmt.Errorf("alerts[%d] (%s): unknown reason %q", i, a.ID, a.Reason)
 		}

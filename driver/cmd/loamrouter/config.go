@@ -121,9 +121,12 @@ type RouterConfig struct {
 // InDoubtConfig tunes the in-doubt monitor of a database.
 type InDoubtConfig struct {
 	// Enabled runs the monitor (default true when the database has shards to scan).
-	Enabled    *bool    `toml:"enabled"`
-	Period     Duration `toml:"period"`    // default 30s
-	Threshold  Duration `toml:"threshold"` // default 5m
+	Enabled   *bool    `toml:"enabled"`
+	Period    Duration `toml:"period"`    // default 30s
+	Threshold Duration `toml:"threshold"` // default 5m
+	// StuckAfter alerts a transaction still prepared under a live coordinator that started
+	// before it (default twice threshold).
+	StuckAfter Duration `toml:"stuck_after"`
 	Deployment string   `toml:"deployment"`
 }
 

@@ -59,7 +59,7 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	t.Setenv("SET_PW", "x")
-	c, err := ParseConfig("loam.toml", []byte("[[databases]]\nname = \"app\"\napp_password_env = \"SET_PW\"\n[databases.indoubt]\nperiod = \"45s\"\n"))
+	c, err := ParseConfig("loam.toml", []byte("[[databases]]\nname = \"app\"\napp_password_env = \"SET_PW\"\n[databases.indoubt]\nperiod = \"45s\"\nstuck_after = \"20m\"\n"))
 	require.NoError(t, err)
 	require.Equal(t, "bolt", c.Store.Kind)
 	require.Equal(t, defaultDataDir, c.Store.Dir)
@@ -67,6 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.NotEmpty(t, c.Controller.ID)
 	require.Equal(t, "default", c.Databases[0].Namespace)
 	require.Equal(t, 45*time.Second, c.Databases[0].InDoubt.Period.Duration)
+	require.Equal(t, 20*time.Minute, c.Databases[0].InDoubt.StuckAfter.Duration)
 	require.Equal(t, 30*time.Second, c.Controller.DrainTimeout.Or(defaultDrain))
 	d, ok := c.Database(adapters.DBRef{Namespace: "default", Database: "app"})
 	require.True(t, ok)

@@ -411,7 +411,8 @@ func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapter
 			}
 			d.m.indoubtOldest.WithLabelValues(ref.String()).Set(age)
 		}}
-	opts := indoubt.Options{Period: dc.InDoubt.Period.Duration, Threshold: dc.InDoubt.Threshold.Duration, Deployment: dc.InDoubt.Deployment}
+	opts := indoubt.Options{Period: dc.InDoubt.Period.Duration, Threshold: dc.InDoubt.Threshold.Duration,
+		StuckAfter: dc.InDoubt.StuckAfter.Duration, Deployment: dc.InDoubt.Deployment}
 	d.keepRunning(ctx, log, "indoubt", func() error {
 		return driver.Run(ctx, driver.InDoubt(audited, opts), driver.Config[indoubt.Input]{
 			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: tracks, Drain: d.drain,

@@ -56,7 +56,7 @@ Keys of loam.toml (all optional but [[databases]]):
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
                shard_password_env, shard_sslmode, insecure
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
-    [databases.indoubt]   enabled, period, threshold, deployment
+    [databases.indoubt]   enabled, period, threshold, stuck_after, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
                           finalize_after, retry_after, attempts
   [[fencing]]  name, addrs, pods (the deployment's pod names), lease_ttl, old_lease,
