@@ -68,7 +68,7 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 		ptrs[i] = &raw[i]
 	}
 	d := adapters.TableDigest{Table: table}
-	sum := rowsum.New(b.rowsumMutant())
+	sum := rowsum.New(rowsum.MutantOf(b.mut&mutChecksumOrdered != 0, b.mut&mutChecksumXOR != 0))
 	var enc []byte
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
@@ -154,15 +154,4 @@ func (b *Backend) selector(table string, by adapters.ShardFn) (func([]byte) (boo
 		}
 		return loc.Shard == int(by.Shard), nil
 	}, s.Key.Column, nil
-}
-
-// rowsumMutant maps this backend's checksum mutants onto rowsum's.
-func (b *Backend) rowsumMutant() rowsum.Mutant {
-	switch {
-	case b.mut&mutChecksumOrdered != 0:
-		return rowsum.Ordered
-	case b.mut&mutChecksumXOR != 0:
-		return rowsum.XOR
-	}
-	return rowsum.Correct
 }

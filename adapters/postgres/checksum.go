@@ -65,7 +65,7 @@ func (b *Backend) Checksum(ctx context.Context, table string, by adapters.ShardF
 	}
 	defer rows.Close()
 	d := adapters.TableDigest{Table: table}
-	sum := rowsum.New(b.rowsumMutant())
+	sum := rowsum.New(rowsum.MutantOf(b.mut&mutChecksumOrdered != 0, b.mut&mutChecksumXOR != 0))
 	for rows.Next() {
 		raw := rows.RawValues()
 		if keep != nil {
@@ -204,15 +204,4 @@ func (b *Backend) hashSelector(s shardmap.PgHash, shard uint32) (func([]byte) (b
 		}
 		return r.Remainder(n) == want, nil
 	}, s.Key.Column, nil
-}
-
-// rowsumMutant maps this backend's checksum mutants onto rowsum's.
-func (b *Backend) rowsumMutant() rowsum.Mutant {
-	switch {
-	case b.mut&mutChecksumOrdered != 0:
-		return rowsum.Ordered
-	case b.mut&mutChecksumXOR != 0:
-		return rowsum.XOR
-	}
-	return rowsum.Correct
 }

@@ -25,9 +25,9 @@ type world struct {
 	nextTxn int64
 }
 
-// newWorld builds the world; force lists fault firings to inject (point#N).
-func newWorld(t *testing.T, force ...detsim.Firing) *world {
-	t.Helper()
+// forcedSim is a simulator with seed 1 whose only faults are the firings force lists
+// (point#N).
+func forcedSim(force ...detsim.Firing) *detsim.Sim {
 	cfg := detsim.Config{Seed: 1}
 	if len(force) > 0 {
 		cfg.AllFaults = true
@@ -36,7 +36,13 @@ func newWorld(t *testing.T, force ...detsim.Firing) *world {
 			cfg.Points = append(cfg.Points, f.Point)
 		}
 	}
-	s := detsim.New(cfg)
+	return detsim.New(cfg)
+}
+
+// newWorld builds the world; force lists fault firings to inject (point#N).
+func newWorld(t *testing.T, force ...detsim.Firing) *world {
+	t.Helper()
+	s := forcedSim(force...)
 	w := &world{s: s, dir: model.Directory{}}
 	for _, n := range []string{"shard-0", "shard-1", "shard-2"} {
 		w.dir[n] = model.NewBackend(s, n, "app", "")

@@ -13,15 +13,7 @@ import (
 
 func vitessWorld(t *testing.T, force ...detsim.Firing) (*detsim.Sim, *model.Vtctld, []*model.VTGate, model.Directory) {
 	t.Helper()
-	cfg := detsim.Config{Seed: 1}
-	if len(force) > 0 {
-		cfg.AllFaults = true
-		cfg.Schedule = &detsim.Schedule{Faults: force}
-		for _, f := range force {
-			cfg.Points = append(cfg.Points, f.Point)
-		}
-	}
-	s := detsim.New(cfg)
+	s := forcedSim(force...)
 	dir := model.Directory{}
 	for _, n := range []string{"mysql-a", "mysql-b", "mysql-c"} {
 		dir[n] = model.NewBackend(s, n, "app")

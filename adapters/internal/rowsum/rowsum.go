@@ -28,6 +28,18 @@ type Sum struct {
 	chain [32]byte
 }
 
+// MutantOf is the Mutant a backend's mutant flags select: ordered wins over xor; neither
+// is Correct.
+func MutantOf(ordered, xor bool) Mutant {
+	switch {
+	case ordered:
+		return Ordered
+	case xor:
+		return XOR
+	}
+	return Correct
+}
+
 // New returns an empty Sum combining rows as m says (Correct outside mutant tests).
 func New(m Mutant) *Sum { return &Sum{mut: m} }
 

@@ -30,3 +30,11 @@ func TestSum(t *testing.T) {
 	require.NotEqual(t, digest(Ordered, [][]byte{a, b}), digest(Ordered, [][]byte{b, a}), "Ordered should see the order")
 	require.Equal(t, [32]byte{}, New(Correct).Digest(), "no rows")
 }
+
+// TestMutantOf: the backends' two mutant flags select the variant (ordered over xor).
+func TestMutantOf(t *testing.T) {
+	require.Equal(t, Correct, MutantOf(false, false))
+	require.Equal(t, XOR, MutantOf(false, true))
+	require.Equal(t, Ordered, MutantOf(true, false))
+	require.Equal(t, Ordered, MutantOf(true, true))
+}
