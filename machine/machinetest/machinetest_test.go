@@ -2,8 +2,12 @@ package machinetest_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/fstest"
+
+	"github.com/cockroachdb/datadriven"
 
 	"github.com/stretchr/testify/require"
 
@@ -113,4 +117,28 @@ func TestScriptActions(t *testing.T) {
 		"c.txt.bak": {Data: []byte("spec S Ignored\n")},
 	}
 	require.Equal(t, []string{"Start", "Stop"}, machinetest.ScriptActions(t, dir, "S"))
+}
+
+// echo answers every directive with its command name and counts what it handled.
+type echo struct{ handled *[]string }
+
+func (e echo) Handle(t *testing.T, d *datadriven.TestData) string {
+	*e.handled = append(*e.handled, d.Cmd)
+	return d.Cmd
+}
+func (e echo) Restore(testing.TB) {}
+
+// A failing rapid property leaves testdata/rapid/<Test>/<Test>-<n>.fail (ignored by git);
+// Scripts must replay the scripts beside it and never parse the .fail file as a script.
+func TestScriptsSkipRapidFailFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "one.txt"), []byte("hello\n----\nhello\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "rapid", "TestProp"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rapid", "TestProp", "TestProp-1.fail"),
+		[]byte("# 2026/12/01 rapid failure file\nv0.4.8#1234\n0x1\n"), 0o644))
+	var handled []string
+	machinetest.Scripts(t, dir, func() echo { return echo{&handled} })
+	require.Equal(t, []string{"hello", "hello"}, handled, "one script, replayed plain and restore-every-step")
+	require.True(t, machinetest.IsScript("testdata/interaction/late_reverse.txt"))
+	require.False(t, machinetest.IsScript("testdata/rapid/TestProp/TestProp-1.fail"))
 }
