@@ -339,29 +339,28 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 		served <- root.ExecuteContext(ctx)
 	}()
 	t.Cleanup(func() { stop(); <-served })
-	var entries []driver.AuditEntry
+	// The property, judged on what reached the fleet: no reload of generation 2 executes
+	// after the cutover's first command (a listing, a copy, a pause or a fence). The audit's
+	// order is not it: ConfigPush's snapshot (whose Done the daemon waits on) is saved
+	// before its Outcome is audited, so an audit-order check fails on a loaded machine
+	// while the fleet saw the right order.
+	cutoverOps := map[string]bool{"Tasks": true, "CopyData": true, "SlotLag": true, "Pause": true,
+		"Cutover": true, "StopTask": true, "FenceWrites": true, "UnfenceWrites": true}
+	var calls []string
 	require.Eventually(t, func() bool {
-		out, err := cliRun(t, w, "--config", conf, "audit", "--output", "json")
-		if err != nil || json.Unmarshal([]byte(out), &entries) != nil {
-			return false
-		}
-		for _, e := range entries {
-			if e.Machine == "cutover" && e.Event == driver.AuditExec && strings.Contains(e.Step, "/copy/") {
-				return true
-			}
-		}
-		return false
-	}, 15*time.Second, 50*time.Millisecond)
-	slices.SortStableFunc(entries, func(a, b driver.AuditEntry) int { return int(a.At - b.At) })
-	pushed := -1
-	for i, e := range entries {
-		if e.Machine == "configpush" && e.Event == driver.AuditReport && strings.HasPrefix(e.What, "Outcome gen=2 ") && pushed < 0 {
-			pushed = i
-		}
-		if e.Machine == "cutover" && e.Event == driver.AuditExec {
-			require.GreaterOrEqual(t, pushed, 0, "the cutover sent %q before ConfigPush's push of generation 2 ended", e.What)
-		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		calls = slices.Clone(w.calls)
+		return slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "CopyData ") })
+	}, time.Minute, 20*time.Millisecond, "the cutover never started its copy")
+	first := slices.IndexFunc(calls, func(c string) bool { return cutoverOps[strings.Fields(c)[0]] })
+	require.Positive(t, first, "the push's reloads come before any cutover command:\n%s", strings.Join(calls, "\n"))
+	for i, c := range calls[first:] {
+		f := strings.Fields(c)
+		require.False(t, f[0] == "Apply" && f[2] == "2",
+			"%q executed after the cutover's first command %q (call %d of):\n%s", c, calls[first], first+i, strings.Join(calls, "\n"))
 	}
+	require.Contains(t, calls[:first], "Apply pgdog-1 2", "the push reloaded the designated instance before the cutover")
 	w.mu.Lock()
 	require.Zero(t, w.failApply["pgdog-1"], "both failing reloads happened (the push did retry)")
 	w.mu.Unlock()

@@ -26,6 +26,18 @@ type world struct {
 	next    int64
 	// failApply makes that many Apply calls of an instance fail.
 	failApply map[string]int
+	// calls is every call made to the fleet and its shards, in the order they reached it,
+	// as "Op instance gen" (Apply) or "Op instance" (the rest).
+	calls []string
+}
+
+// record notes a call; the caller holds mu.
+func (w *world) record(op, who string, gen ...uint64) {
+	c := op + " " + who
+	for _, g := range gen {
+		c += " " + strconv.FormatUint(g, 10)
+	}
+	w.calls = append(w.calls, c)
 }
 
 func newWorld() *world {
@@ -42,6 +54,7 @@ func (r fakeRouter) ID() string { return r.id }
 func (r fakeRouter) Apply(ctx context.Context, gen uint64, files render.Files) (adapters.Applied, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("Apply", r.id, gen)
 	if r.w.failApply[r.id] > 0 {
 		r.w.failApply[r.id]--
 		return adapters.Applied{}, &adapters.RouterError{Instance: r.id, Op: "Apply", Code: "58000", Err: errors.New("reload failed")}
@@ -52,12 +65,14 @@ func (r fakeRouter) Apply(ctx context.Context, gen uint64, files render.Files) (
 func (r fakeRouter) Pause(ctx context.Context, db string) error {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("Pause", r.id)
 	r.w.paused[r.id] = true
 	return nil
 }
 func (r fakeRouter) Resume(ctx context.Context, db string) error {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("Resume", r.id)
 	r.w.paused[r.id] = false
 	return nil
 }
@@ -71,6 +86,7 @@ func (r fakeRouter) Observe(ctx context.Context) (adapters.Observed, error) {
 func (r fakeRouter) CopyData(ctx context.Context, source, destination, publication, slot string) (int64, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("CopyData", r.id)
 	id := r.w.next
 	r.w.next++
 	r.w.tasks[id] = adapters.Task{ID: id, Kind: "copy", Status: "running", InnerStatus: "replicating"}
@@ -79,6 +95,7 @@ func (r fakeRouter) CopyData(ctx context.Context, source, destination, publicati
 func (r fakeRouter) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("Tasks", r.id)
 	var out []adapters.Task
 	for _, t := range r.w.tasks {
 		out = append(out, t)
@@ -88,6 +105,7 @@ func (r fakeRouter) Tasks(ctx context.Context) ([]adapters.Task, error) {
 func (r fakeRouter) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("SlotLag", r.id)
 	l := r.w.lag[0]
 	if len(r.w.lag) > 1 {
 		r.w.lag = r.w.lag[1:]
@@ -97,6 +115,7 @@ func (r fakeRouter) SlotLag(ctx context.Context, slot string) (int64, bool, erro
 func (r fakeRouter) Cutover(ctx context.Context, task int64) error {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("Cutover", r.id)
 	t, ok := r.w.tasks[task]
 	if !ok {
 		return errors.New("no such task")
@@ -113,6 +132,7 @@ func (r fakeRouter) Cutover(ctx context.Context, task int64) error {
 func (r fakeRouter) StopTask(ctx context.Context, task int64) error {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	r.w.record("StopTask", r.id)
 	if t, ok := r.w.tasks[task]; ok {
 		t.Status = "cancelled"
 		r.w.tasks[task] = t
@@ -131,6 +151,7 @@ func (b fakeBackend) Status(ctx context.Context) (adapters.BackendStatus, error)
 func (b fakeBackend) FenceWrites(ctx context.Context, role string) error {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
+	b.w.record("FenceWrites", b.key)
 	b.w.fenced[b.key] = true
 	b.w.fences++
 	return nil
@@ -138,6 +159,7 @@ func (b fakeBackend) FenceWrites(ctx context.Context, role string) error {
 func (b fakeBackend) UnfenceWrites(ctx context.Context, role string) error {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
+	b.w.record("UnfenceWrites", b.key)
 	b.w.fenced[b.key] = false
 	return nil
 }
