@@ -14,8 +14,9 @@ import (
 )
 
 // defaultSeeds is how many fresh seeds each scenario runs when SIM_SEEDS is unset (20 with
-// -race): sized so the whole package stays well under three minutes on 2 cores.
-const defaultSeeds = 300
+// -race): the design's 2,000 per scenario, on every core (some real mutants need 2,000 to
+// 5,000 seeds to trip, so fewer would let them through CI).
+const defaultSeeds = 2000
 
 // TestSim runs, for every scenario: with -seed, that one run (and -mutant, -schedule,
 // -simtrace); otherwise every corpus seed twice, requiring the same trace hash and no
