@@ -293,3 +293,78 @@ Proof.
   rewrite (map_ext (fun s => ztake (n + off) s) (ztake (n + off))) by reflexivity.
   rewrite tag_map. symmetry. apply kmerge_firstn.
 Qed.
+
+(** ** The merge request with its refusals (mergeWith of merge.go)
+
+    A row lacking a column the ORDER BY reads is bad data, and outranks a shard whose rows
+    are not sorted (every row is checked, not only those the LIMIT reads). *)
+Inductive refusal := BadData | Unsorted | NotDecomposable.
+
+Inductive outcome (A : Type) := Ok (a : A) | Refused (r : refusal).
+Arguments Ok {A} a.
+Arguments Refused {A} r.
+
+Definition order_width (o : list key) : Z := fold_right (fun k w => Z.max (kcol k + 1) w) 0 o.
+
+Definition wide_enough (w : Z) (r : row) : bool := w <=? Z.of_nat (length r).
+
+Fixpoint sortedb (o : list key) (s : list row) : bool :=
+  match s with
+  | [] => true
+  | a :: s' =>
+      match s' with
+      | [] => true
+      | b :: _ => match rows_cmp o a b with Gt => false | _ => sortedb o s' end
+      end
+  end.
+
+Lemma sortedb_cons2 : forall o a b s,
+    sortedb o (a :: b :: s) = match rows_cmp o a b with Gt => false | _ => sortedb o (b :: s) end.
+Proof. reflexivity. Qed.
+
+Lemma sortedb_sorted : forall o s, sortedb o s = true <-> Sorted (row_le o) s.
+Proof.
+  intros o s. rewrite Sorted_LocallySorted_iff. split.
+  - induction s as [|a s IH]; intros H; [constructor|].
+    destruct s as [|b s]; [constructor|].
+    rewrite sortedb_cons2 in H. destruct (rows_cmp o a b) eqn:E; try discriminate;
+      constructor; auto; unfold row_le; congruence.
+  - induction 1 as [|a|a b s Hs IH Hab]; auto.
+    rewrite sortedb_cons2. unfold row_le in Hab. destruct (rows_cmp o a b); congruence.
+Qed.
+
+Definition merge_answer (o : list key) (lim : option Z) (off : Z) (ss : list (list row))
+  : outcome (list tagged * option Z) :=
+  if negb (forallb (forallb (wide_enough (order_width o))) ss) then Refused BadData
+  else if negb (forallb (sortedb o) ss) then Refused Unsorted
+  else Ok (window lim off (merge o ss), shard_limit lim off).
+
+(** What the extracted oracle answers is the specification: the stable sort of the
+    concatenation, with OFFSET and LIMIT, and the shard limit; it refuses unsorted input
+    exactly when a shard is not sorted. *)
+Theorem merge_answer_spec : forall o lim off ss rows sl,
+    merge_answer o lim off ss = Ok (rows, sl) ->
+    rows = window lim off (stable_sort_concat o ss) /\ sl = shard_limit lim off /\
+    Forall (Sorted (row_le o)) ss.
+Proof.
+  intros o lim off ss rows sl. unfold merge_answer.
+  destruct (forallb (forallb (wide_enough (order_width o))) ss); simpl; [|discriminate].
+  destruct (forallb (sortedb o) ss) eqn:E; simpl; [|discriminate].
+  intros H. injection H as <- <-.
+  assert (HS : Forall (Sorted (row_le o)) ss).
+  { apply Forall_forall. intros s Hin. apply sortedb_sorted.
+    rewrite forallb_forall in E. auto. }
+  rewrite merge_stable_sort by exact HS. auto.
+Qed.
+
+Theorem merge_answer_unsorted : forall o lim off ss,
+    merge_answer o lim off ss = Refused Unsorted -> exists s, In s ss /\ ~ Sorted (row_le o) s.
+Proof.
+  intros o lim off ss. unfold merge_answer.
+  destruct (forallb (forallb (wide_enough (order_width o))) ss); simpl; [|discriminate].
+  destruct (forallb (sortedb o) ss) eqn:E; simpl; [discriminate|]. intros _.
+  induction ss as [|s ss IH]; simpl in E; [discriminate|].
+  destruct (sortedb o s) eqn:Es; simpl in E.
+  - destruct (IH E) as [s' [Hin Hn]]. exists s'. simpl. auto.
+  - exists s. simpl. split; auto. rewrite <- sortedb_sorted. congruence.
+Qed.

@@ -153,7 +153,7 @@ Qed.
 
 (** One key: a column, DESC or not, and NULLS FIRST ([Some true]), NULLS LAST ([Some false])
     or Postgres's default ([None]: NULLS LAST for ASC, NULLS FIRST for DESC). *)
-Record key := { kcol : nat; kdesc : bool; knulls : option bool }.
+Record key := { kcol : Z; kdesc : bool; knulls : option bool }.
 
 Definition nulls_first (k : key) : bool :=
   match knulls k with Some b => b | None => kdesc k end.
@@ -168,7 +168,9 @@ Definition null_cmp (nf desc : bool) (va vb : value) : comparison :=
   | false, false => if desc then vcmp vb va else vcmp va vb
   end.
 
-Definition col (c : nat) (r : row) : value := nth c r VNull.
+(** Column [c] of a row (counted from 0; NULL past the end, which the callers refuse first). *)
+Fixpoint col (c : Z) (r : row) : value :=
+  match r with [] => VNull | v :: r' => if c <=? 0 then v else col (c - 1) r' end.
 
 Definition key_cmp (k : key) (a b : row) : comparison :=
   null_cmp (nulls_first k) (kdesc k) (col (kcol k) a) (col (kcol k) b).
