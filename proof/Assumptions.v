@@ -1,0 +1,17 @@
+(** What each main theorem rests on. make proof writes one file per theorem
+    (_build/assumptions/<theorem>.out); a Go test (proof/assumptions_test.go) requires each
+    to read "Closed under the global context": nothing admitted, no axioms. *)
+From Loam Require Import Values Merge Aggregate Partition.
+Redirect "assumptions/merge_stable_sort" Print Assumptions merge_stable_sort.
+Redirect "assumptions/merge_sorted" Print Assumptions merge_sorted.
+Redirect "assumptions/merge_perm" Print Assumptions merge_perm.
+Redirect "assumptions/merge_answer_spec" Print Assumptions merge_answer_spec.
+Redirect "assumptions/merge_answer_unsorted" Print Assumptions merge_answer_unsorted.
+Redirect "assumptions/pushdown_exact" Print Assumptions pushdown_exact.
+Redirect "assumptions/check_partition_iff" Print Assumptions check_partition_iff.
+Redirect "assumptions/accepted_unique_owner" Print Assumptions accepted_unique_owner.
+Redirect "assumptions/isort_sorted" Print Assumptions isort_sorted.
+Redirect "assumptions/isort_perm" Print Assumptions isort_perm.
+Redirect "assumptions/kmerge_isort" Print Assumptions kmerge_isort.
+Redirect "assumptions/kmerge_firstn" Print Assumptions kmerge_firstn.
+Redirect "assumptions/check_exact" Print Assumptions check_exact.
