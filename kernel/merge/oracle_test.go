@@ -437,4 +437,3 @@ func TestProvedOracleCatchesMutants(t *testing.T) {
 		}
 	}
 }
-
