@@ -153,9 +153,18 @@ func (m mismatch) String() string {
 		fmt.Fprintf(&b, "  %v\n", r)
 	}
 	if m.line != nil {
-		fmt.Fprintf(&b, "request:      %s\nkernel/merge: %s\nproved:       %s\n", m.line, m.goAns, m.proved)
+		fmt.Fprintf(&b, "request:      %s\nkernel/merge: %s\nproved:       %s\n", clip(m.line), clip(m.goAns), clip(m.proved))
 	}
 	return b.String()
+}
+
+// clip shortens a protocol line for a message; the query and seed replay it whole.
+func clip(line []byte) string {
+	const max = 3000
+	if len(line) <= max {
+		return string(line)
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", line[:max], len(line))
 }
 
 // stats counts what the stream exercised.
