@@ -73,7 +73,7 @@ demo:
 # theorem (checked by proof/assumptions_test.go), the extracted OCaml and the oracle binary
 # loam-router-oracle that kernel/merge's differential test runs.
 PROOF_BUILD ?= proof/_build
-PROOF_THEORIES = Values Merge Aggregate Partition Extract Assumptions
+PROOF_THEORIES = Values Merge Aggregate Partition Decompose Extract Assumptions
 proof:
 	rm -rf $(PROOF_BUILD) && mkdir -p $(PROOF_BUILD)/assumptions
 	cp proof/*.v proof/oracle.ml $(PROOF_BUILD)/

@@ -198,3 +198,15 @@ Proof.
   - destruct (owners_from 0 parts x); simpl in L; auto; lia.
 Qed.
 
+
+(** A finding names a point that really is covered a wrong number of times, with the part of
+    every range covering it. *)
+Theorem check_at_wrong : forall space parts x own, check space parts = At x own ->
+    cover parts x <> want space x /\ own = owners parts x.
+Proof.
+  intros space parts x own. unfold check.
+  destruct (first_empty 0 parts); [discriminate|].
+  destruct (find (mismatch space parts) (isort Z.leb (candidates space parts))) as [z|] eqn:F; [|discriminate].
+  intros H. injection H as <- <-. apply find_some in F. destruct F as [_ F].
+  unfold mismatch in F. apply negb_true_iff, Nat.eqb_neq in F. auto.
+Qed.
