@@ -443,3 +443,32 @@ func TestProvedOracleCatchesMutants(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMatchesProvedOracle feeds any line to both sides: the oracle must answer every line
+// with one response and, wherever kernel/merge accepts the request, agree with it (where
+// kernel/merge refuses the line, the oracle's JSON reader may accept more, see proof/README.md).
+func FuzzMatchesProvedOracle(f *testing.F) {
+	for _, l := range docJSONLines(f) {
+		if strings.HasPrefix(l, `{"op"`) {
+			f.Add([]byte(l))
+		}
+	}
+	g := diffGen{rand.New(rand.NewPCG(1, 2))}
+	for range 20 {
+		f.Add(g.line())
+	}
+	o := oracle.Require(f)
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if len(bytes.TrimSpace(line)) == 0 || bytes.ContainsAny(line, "\n\r") {
+			return
+		}
+		goAns := bytes.TrimSuffix(Respond(nil, line), []byte("\n"))
+		oAns, err := o.Ask(line)
+		if err != nil {
+			t.Fatalf("request %q: %v", line, err)
+		}
+		if bytes.HasPrefix(goAns, []byte(`{"ok":true`)) && !oracle.Agree(goAns, oAns) {
+			t.Fatalf("request: %s\nkernel/merge: %s\noracle:       %s", line, goAns, oAns)
+		}
+	})
+}

@@ -39,3 +39,18 @@ func TestOracleAnswersDocExamples(t *testing.T) {
 		require.True(t, Agree(got, []byte(c.resp)), "request %s\nwant %s\ngot  %s", c.req, c.resp, got)
 	}
 }
+
+// Agree never panics, is symmetric, and agrees with itself on every response it accepts.
+func FuzzAgree(f *testing.F) {
+	f.Add([]byte(`{"ok":true,"rows":[],"from":[],"shard_limit":0}`), []byte(`{"ok":false,"kind":"bad_data","field":"","error":"x"}`))
+	f.Add([]byte(`{"ok":false,"kind":"unsorted"}`), []byte(`{"ok":false,"kind":"unsorted","field":"a"}`))
+	f.Add([]byte(`null`), []byte(`{"ok":1}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if Agree(a, b) != Agree(b, a) {
+			t.Fatalf("Agree is not symmetric on %q and %q", a, b)
+		}
+		if Agree(a, b) && !Agree(a, a) {
+			t.Fatalf("%q agrees with %q but not with itself", a, b)
+		}
+	})
+}
