@@ -22,3 +22,4 @@ Redirect "assumptions/count_combine_union" Print Assumptions count_combine_union
 Redirect "assumptions/avg_combine_union" Print Assumptions avg_combine_union.
 Redirect "assumptions/group_of_union" Print Assumptions group_of_union.
 Redirect "assumptions/check_at_wrong" Print Assumptions check_at_wrong.
+Redirect "assumptions/check_at_minimal" Print Assumptions check_at_minimal.

@@ -1,7 +1,7 @@
 (** The partition check of kernel/merge (partition.go): ranges [lo, hi) assigned to parts, or
     hash remainders r (the range [r, r+1) of the space [0, m)), covering a key space exactly
     once. *)
-From Coq Require Import ZArith List Bool Lia Sorting.Permutation.
+From Coq Require Import ZArith List Bool Lia Sorting.Permutation Sorting.Sorted RelationClasses.
 From Loam Require Import Values Merge.
 Import ListNotations.
 Open Scope Z_scope.
@@ -95,13 +95,16 @@ Qed.
 Lemma filter_false : forall {A} (f : A -> bool) l, (forall a, In a l -> f a = false) -> filter f l = [].
 Proof. induction l as [|a l IH]; intros H; simpl; auto. rewrite H by (left; auto). apply IH. intros; apply H; right; auto. Qed.
 
-(** Checking the candidate points is enough: agreeing there, cover and want agree everywhere. *)
-Lemma candidates_suffice : forall space parts,
-    (forall p, In p (candidates space parts) -> cover parts p = want space p) -> exact_cover space parts.
+(** Every point agrees with a candidate point at or below it on cover and want, or is covered
+    by nothing and outside the space: cover and want change only at candidate points. *)
+Lemma candidate_below : forall space parts x,
+    (exists p, In p (candidates space parts) /\ p <= x /\ cover parts p = cover parts x /\ want space p = want space x) \/
+    (cover parts x = 0%nat /\ want space x = 0%nat).
 Proof.
-  intros space parts H x.
+  intros space parts x.
   destruct (filter (fun p => p <=? x) (candidates space parts)) as [|b bs] eqn:Eb.
   - (* every candidate is above x: nothing covers it, and it is below the space *)
+    right.
     assert (Hab : forall p, In p (candidates space parts) -> x < p).
     { intros p Hp. destruct (p <=? x) eqn:E.
       - assert (Hin : In p (filter (fun p => p <=? x) (candidates space parts))) by (apply filter_In; auto).
@@ -109,11 +112,11 @@ Proof.
       - apply Z.leb_gt in E. exact E. }
     unfold cover, want. rewrite filter_false.
     + assert (x < fst space) by (apply Hab; left; auto). unfold in_range.
-      replace (fst space <=? x) with false by (symmetry; apply Z.leb_gt; lia). reflexivity.
+      replace (fst space <=? x) with false by (symmetry; apply Z.leb_gt; lia). auto.
     + intros r Hr. destruct (range_ends_in space parts r Hr) as [Hlo _].
       specialize (Hab _ Hlo). unfold in_range. replace (fst r <=? x) with false by (symmetry; apply Z.leb_gt; lia). reflexivity.
   - (* p, the largest candidate at most x: no range or space end lies in (p, x] *)
-    set (p := zmax b bs).
+    left. set (p := zmax b bs).
     assert (Hp : In p (filter (fun p => p <=? x) (candidates space parts))) by (rewrite Eb; apply zmax_in).
     apply filter_In in Hp. destruct Hp as [Hpc Hpx]. apply Z.leb_le in Hpx.
     assert (Hmax : forall c, In c (candidates space parts) -> c <= x -> c <= p).
@@ -133,9 +136,19 @@ Proof.
           replace (p <? snd r) with true by (symmetry; apply Z.ltb_lt; lia). reflexivity.
       - replace (fst r <=? x) with false by (symmetry; apply Z.leb_gt; lia).
         replace (fst r <=? p) with false by (symmetry; apply Z.leb_gt; lia). reflexivity. }
-    unfold cover, want. rewrite (filter_ext_in (in_range x) (in_range p)).
-    + rewrite Same by (unfold candidates; simpl; auto). apply H. exact Hpc.
-    + intros r Hr. destruct (range_ends_in space parts r Hr). apply Same; auto.
+    exists p. split; [exact Hpc|]. split; [exact Hpx|]. unfold cover, want. split.
+    + rewrite (filter_ext_in (in_range x) (in_range p)); [reflexivity|].
+      intros r Hr. destruct (range_ends_in space parts r Hr). apply Same; auto.
+    + rewrite Same by (unfold candidates; simpl; auto). reflexivity.
+Qed.
+
+(** Checking the candidate points is enough: agreeing there, cover and want agree everywhere. *)
+Lemma candidates_suffice : forall space parts,
+    (forall p, In p (candidates space parts) -> cover parts p = want space p) -> exact_cover space parts.
+Proof.
+  intros space parts H x.
+  destruct (candidate_below space parts x) as [[p [Hp [_ [C W]]]]|[C W]]; [|congruence].
+  rewrite <- C, <- W. apply H. exact Hp.
 Qed.
 
 Theorem check_exact : forall space parts, first_empty 0 parts = None ->
@@ -209,4 +222,35 @@ Proof.
   destruct (find (mismatch space parts) (isort Z.leb (candidates space parts))) as [z|] eqn:F; [|discriminate].
   intros H. injection H as <- <-. apply find_some in F. destruct F as [_ F].
   unfold mismatch in F. apply negb_true_iff, Nat.eqb_neq in F. auto.
+Qed.
+
+Lemma find_first_sorted : forall (f : Z -> bool) l x p, Sorted (fun a b => (a <=? b) = true) l ->
+    find f l = Some x -> In p l -> f p = true -> x <= p.
+Proof.
+  intros f l. induction l as [|a l IH]; intros x p HS F Hin Hp; [contradiction|].
+  simpl in F. apply Sorted_inv in HS. destruct HS as [HS Hd].
+  destruct (f a) eqn:Ea.
+  - injection F as <-. destruct Hin as [<-|Hin]; [lia|].
+    assert (T : Transitive (fun a b => (a <=? b) = true)).
+    { intros u v w H1 H2. apply Z.leb_le in H1, H2. apply Z.leb_le. lia. }
+    pose proof (Sorted_extends T (Sorted_cons HS Hd)) as Hall. rewrite Forall_forall in Hall.
+    apply Z.leb_le. apply Hall. exact Hin.
+  - destruct Hin as [<-|Hin]; [congruence|]. eapply IH; eauto.
+Qed.
+
+(** And it is the smallest such point. *)
+Theorem check_at_minimal : forall space parts x own, check space parts = At x own ->
+    forall y, y < x -> cover parts y = want space y.
+Proof.
+  intros space parts x own H y Hy. unfold check in H.
+  destruct (first_empty 0 parts); [discriminate|].
+  destruct (find (mismatch space parts) (isort Z.leb (candidates space parts))) as [z|] eqn:F; [|discriminate].
+  injection H as <- _.
+  destruct (Nat.eq_dec (cover parts y) (want space y)) as [E|E]; [exact E|exfalso].
+  destruct (candidate_below space parts y) as [[p [Hp [Hpy [C W]]]]|[C W]]; [|congruence].
+  assert (Mp : mismatch space parts p = true).
+  { unfold mismatch. rewrite C, W. apply negb_true_iff, Nat.eqb_neq. exact E. }
+  assert (Hin : In p (isort Z.leb (candidates space parts)))
+    by (apply (Permutation_in _ (Permutation_sym (isort_perm Z.leb _))); exact Hp).
+  pose proof (find_first_sorted _ _ _ _ (isort_sorted Z.leb zleb_total _) F Hin Mp). lia.
 Qed.
