@@ -4,13 +4,15 @@ PKGS     ?= ./...
 FUZZTIME ?= 10s
 BENCH    ?= .
 
-.PHONY: test bench fuzz lint demo sim
+.PHONY: test bench fuzz lint demo sim proof
 
 # Every package, race detector on. Tests that need Postgres or Redis start their own servers
 # on 127.0.0.1 in temp dirs from the binaries on this machine; they skip with
 # "skipped: needs <thing>" when a binary is missing, unless LOAM_REQUIRE_REAL=1 (set by
 # .ci/run), which turns every such skip into a failure.
 test:
+	@if command -v coqc >/dev/null && command -v ocamlfind >/dev/null; then $(MAKE) --no-print-directory proof; \
+	  else echo "make test: no coqc/ocamlfind, so no proof oracle (its tests skip, or fail under LOAM_REQUIRE_REAL=1)"; fi
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 ./detsim/...
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
@@ -64,3 +66,17 @@ lint:
 demo:
 	$(GO) build -o $${TMPDIR:-/tmp}/loamrouter ./driver/cmd/loamrouter
 	$${TMPDIR:-/tmp}/loamrouter demo
+
+# ---- proof (issue 19): the Coq model of kernel/merge, its theorems and the extracted oracle ----
+# Debian's coq, ocaml-nox, ocaml-findlib and libyojson-ocaml-dev. Everything is built in
+# proof/_build (ignored by git): the compiled theories, one Print Assumptions file per main
+# theorem (checked by proof/assumptions_test.go), the extracted OCaml and the oracle binary
+# loam-router-oracle that kernel/merge's differential test runs.
+PROOF_BUILD ?= proof/_build
+PROOF_THEORIES = Values Merge Aggregate Partition Decompose Extract Assumptions
+proof:
+	rm -rf $(PROOF_BUILD) && mkdir -p $(PROOF_BUILD)/assumptions
+	cp proof/*.v proof/oracle.ml $(PROOF_BUILD)/
+	cd $(PROOF_BUILD) && for t in $(PROOF_THEORIES); do coqc -Q . Loam $$t.v || exit 1; done
+	cd $(PROOF_BUILD) && ocamlfind ocamlopt -package yojson -linkpkg oracle_core.mli oracle_core.ml oracle.ml -o loam-router-oracle
+# ---- end proof ----

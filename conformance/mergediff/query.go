@@ -219,6 +219,16 @@ func (q Query) Combine(shards [][]merge.Row) ([]merge.Row, error) {
 	return p.Combine(shards)
 }
 
+// Request is the protocol request (kernel/merge's JSON lines) that combines the shards'
+// answers to ShardSQL as Combine does, for another implementation of the protocol (the proved
+// oracle) to answer too.
+func (q Query) Request(shards [][]merge.Row) merge.Request {
+	if q.Agg == nil {
+		return &merge.MergeRequest{Order: q.Order, Limit: q.Limit, Shards: shards}
+	}
+	return &merge.AggregateRequest{Aggregation: *q.Agg, Input: merge.InputPartials, Shards: shards}
+}
+
 // String is the query for people: the unsharded SQL.
 func (q Query) String() string { return q.SQL() }
 

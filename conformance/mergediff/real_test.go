@@ -16,6 +16,7 @@ import (
 
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/kernel/merge"
+	"loam.dev/router/proof/oracle"
 )
 
 // TestMain removes the pgtest template once the package's tests are done.
@@ -135,6 +136,9 @@ type mismatch struct {
 	n         int
 	want, got []merge.Row
 	err       error
+	line      []byte // the protocol request, when the proved oracle disagreed
+	goAns     []byte
+	proved    []byte
 }
 
 func (m mismatch) String() string {
@@ -148,17 +152,31 @@ func (m mismatch) String() string {
 	for _, r := range m.got {
 		fmt.Fprintf(&b, "  %v\n", r)
 	}
+	if m.line != nil {
+		fmt.Fprintf(&b, "request:      %s\nkernel/merge: %s\nproved:       %s\n", clip(m.line), clip(m.goAns), clip(m.proved))
+	}
 	return b.String()
+}
+
+// clip shortens a protocol line for a message; the query and seed replay it whole.
+func clip(line []byte) string {
+	const max = 3000
+	if len(line) <= max {
+		return string(line)
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", line[:max], len(line))
 }
 
 // stats counts what the stream exercised.
 type stats struct {
-	queries, ordered, total, windowed, cutRuns, aggregates, grouped, comparisons int
+	queries, ordered, total, windowed, cutRuns, aggregates, grouped, comparisons, proved int
 }
 
 // run sends count queries drawn from rng through every shard count and returns the
-// mismatches (at most max).
-func (c *cluster) run(ctx context.Context, rng *rand.Rand, count int, v variant, max int) ([]mismatch, stats, error) {
+// mismatches (at most max). Three opinions are compared: unsharded Postgres, kernel/merge
+// combining the shards, and, when o is not nil, the proved oracle combining the same shard
+// answers (it must give kernel/merge's answer byte for byte).
+func (c *cluster) run(ctx context.Context, rng *rand.Rand, count int, v variant, max int, o *oracle.Oracle) ([]mismatch, stats, error) {
 	var st stats
 	var bad []mismatch
 	for range count {
@@ -216,8 +234,22 @@ func (c *cluster) run(ctx context.Context, rng *rand.Rand, count int, v variant,
 			if err == nil {
 				err = q.Check(want, got, full)
 			}
+			var line, goAns, proved []byte
+			if err == nil && o != nil {
+				st.proved++
+				line = merge.AppendRequest(nil, q.Request(per))
+				goAns = merge.Respond(nil, line)
+				if proved, err = o.Ask(line); err != nil {
+					return nil, st, err
+				}
+				if err = nil; !oracle.Agree(goAns, proved) {
+					err = fmt.Errorf("the proved oracle's answer differs from kernel/merge's")
+				} else {
+					line = nil
+				}
+			}
 			if err != nil {
-				bad = append(bad, mismatch{q: q, shardSQL: sql, n: n, want: want, got: got, err: err})
+				bad = append(bad, mismatch{q: q, shardSQL: sql, n: n, want: want, got: got, err: err, line: line, goAns: goAns, proved: proved})
 				if len(bad) >= max {
 					return bad, st, nil
 				}
@@ -238,22 +270,34 @@ func TestRealMergeDifferential(t *testing.T) {
 	rows := Rows(rand.New(rand.NewPCG(seed, 1)), rowCount)
 	c := startCluster(t, rows)
 	ctx := t.Context()
+	o := oracle.Optional(t)
 
 	t0 := time.Now()
-	bad, st, err := c.run(ctx, rand.New(rand.NewPCG(seed, 2)), int(count), honest, 5)
+	bad, st, err := c.run(ctx, rand.New(rand.NewPCG(seed, 2)), int(count), honest, 5, o)
 	require.NoError(t, err, "seed %d", seed)
 	for _, m := range bad {
 		t.Errorf("seed %d: merged answer differs from Postgres's\n%s", seed, m)
 	}
-	t.Logf("%d queries (%d ordered: %d total orders, %d windowed, %d cutting a run of ties; %d aggregations, %d grouped), %d merged answers compared, in %v",
-		st.queries, st.ordered, st.total, st.windowed, st.cutRuns, st.aggregates, st.grouped, st.comparisons, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d queries (%d ordered: %d total orders, %d windowed, %d cutting a run of ties; %d aggregations, %d grouped), %d merged answers compared with Postgres, %d of them with the proved oracle too, in %v",
+		st.queries, st.ordered, st.total, st.windowed, st.cutRuns, st.aggregates, st.grouped, st.comparisons, st.proved, time.Since(t0).Round(time.Millisecond))
 	require.GreaterOrEqual(t, st.cutRuns, 1, "the stream must cut runs of ties, or the multiset comparison is untested")
 
 	for _, v := range []variant{shardLimitIgnoresOffet, dropLastShard, shardNullsDefault} {
 		t.Run(string(v), func(t *testing.T) {
-			bad, _, err := c.run(ctx, rand.New(rand.NewPCG(seed, 3)), 300, v, 1)
+			bad, _, err := c.run(ctx, rand.New(rand.NewPCG(seed, 3)), 300, v, 1, nil)
 			require.NoError(t, err)
 			require.NotEmpty(t, bad, "seed %d: %s went unnoticed for 300 queries", seed, v)
+			t.Logf("caught:\n%s", bad[0])
+		})
+	}
+	// The third opinion is a real one: the oracle with a difference planted is caught.
+	for _, m := range []string{"tie", "avg-round"} {
+		t.Run("proved-oracle-mutant-"+m, func(t *testing.T) {
+			mo := oracle.Require(t, "--mutant="+m)
+			bad, _, err := c.run(ctx, rand.New(rand.NewPCG(seed, 4)), 300, honest, 1, mo)
+			require.NoError(t, err)
+			require.NotEmpty(t, bad, "seed %d: the oracle's %s mutant went unnoticed for 300 queries", seed, m)
+			require.NotNil(t, bad[0].line, "seed %d: the mismatch must be the oracle's, not Postgres's:\n%s", seed, bad[0])
 			t.Logf("caught:\n%s", bad[0])
 		})
 	}

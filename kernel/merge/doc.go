@@ -3,8 +3,9 @@
 // routing path (PgDog and Vitess do the real merging); it is the yardstick the differential
 // tests hold them to: a query runs on one unsharded Postgres and, split by the routing
 // function, on N shards, and the shards' answers combined here must equal the unsharded answer.
-// The Lean oracle of the design (§12) implements the same functions and is compared with this
-// package through the JSON-lines protocol below.
+// The proved oracle (proof/: the design's Lean oracle of §12, in Coq) implements the same
+// functions, extracted from their proofs, and is compared with this package through the
+// JSON-lines protocol below (TestMatchesProvedOracle).
 //
 // Three things are defined:
 //

@@ -140,7 +140,7 @@ func ExampleCompare() {
 }
 
 // A driver of a differential test encodes one request and sends the same line to this package
-// and to another implementation of the protocol (the Lean oracle), then compares the answers.
+// and to another implementation of the protocol (the proved oracle in proof/), then compares the answers.
 func ExampleAppendRequest() {
 	req := &merge.MergeRequest{
 		Order:  merge.OrderBy{{Col: 0, Desc: true, Nulls: merge.NullsLast}},

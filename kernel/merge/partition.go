@@ -15,7 +15,7 @@ type Span struct {
 func (s Span) String() string { return "[" + s.Lo.String() + ", " + s.Hi.String() + ")" }
 
 // Finding is the answer of a partition check. The definition, so that another implementation
-// (the Lean oracle) can give the same answer:
+// (the proved oracle in proof/) can give the same answer:
 //
 //   - If some part has no range, the parts are not a partition and EmptyPart is the lowest such
 //     part's index.
