@@ -76,7 +76,7 @@ func (c *Cluster) command(ctx context.Context, name, path string, args ...string
 }
 
 func (c *Cluster) logPath(name string) string { return filepath.Join(c.root, "logs", name+".log") }
-func (c *Cluster) dataRoot() string          { return filepath.Join(c.root, "vtdataroot") }
+func (c *Cluster) dataRoot() string           { return filepath.Join(c.root, "vtdataroot") }
 
 // startServer starts a server program and waits until ready says it serves; a program that
 // exits first, or never gets ready, is an error quoting its log.

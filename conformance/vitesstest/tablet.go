@@ -35,7 +35,9 @@ type Tablet struct {
 func (tb *Tablet) DBName() string { return "vt_" + tb.Keyspace }
 
 // Dir is the tablet's directory under VTDATAROOT (my.cnf, data, socket).
-func (tb *Tablet) Dir() string { return filepath.Join(tb.c.dataRoot(), fmt.Sprintf("vt_%010d", tb.UID)) }
+func (tb *Tablet) Dir() string {
+	return filepath.Join(tb.c.dataRoot(), fmt.Sprintf("vt_%010d", tb.UID))
+}
 
 // DSN is a go-sql-driver/mysql data source name for the tablet's MariaDB as vt_dba (every
 // privilege, no password, Unix socket only) on database ("" for none).
