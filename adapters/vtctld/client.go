@@ -142,7 +142,7 @@ func (c *Client) SrvKeyspace(ctx context.Context, keyspace, cell string) ([]adap
 		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", err, "")
 	}
 	srv, ok := resp.byCell[cell]
-	if !ok || srv == nil {
+	if !ok || srv == nil || len(srv.partitions) == 0 { // a cell without the keyspace's serving graph answers an empty one
 		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", fmt.Errorf("%w: no SrvKeyspace in cell %s", adapters.ErrNotFound, cell),
 			"build the serving graph: vtctldclient RebuildKeyspaceGraph "+keyspace+" (the cell must be registered with AddCellInfo)")
 	}

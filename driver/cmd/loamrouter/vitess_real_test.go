@@ -95,14 +95,14 @@ func accountLocked(t *testing.T, s *mysqltest.Server) bool {
 	return strings.Contains(s.QueryString(t, "SHOW CREATE USER 'app'@'%'"), "ACCOUNT LOCK")
 }
 
-func tabletType(t *testing.T, c *vitesstest.Cluster, alias string) adapters.TabletType {
+func tabletType(t *testing.T, c *vitesstest.Cluster, alias string) string {
 	t.Helper()
 	var tb struct {
-		Type int `json:"type"`
+		Type string `json:"type"` // vtctldclient prints the enum's name
 	}
 	out := c.MustVtctldclient(t, "GetTablet", alias)
 	require.NoError(t, json.Unmarshal(out, &tb), "%s", out)
-	return adapters.TabletType(tb.Type)
+	return tb.Type
 }
 
 // vitessFailover sets up a failover of keyspace/-80: two MariaDB servers with an app account
@@ -117,7 +117,7 @@ func vitessFailover(t *testing.T, keyspace string) (c *vitesstest.Cluster, old1,
 	}
 	c.CreateKeyspace(t, keyspace)
 	promoted = c.StartTablet(t, keyspace, "-80")
-	require.Equal(t, adapters.TabletReplica, tabletType(t, c, promoted.Alias))
+	require.Equal(t, "REPLICA", tabletType(t, c, promoted.Alias))
 	conf = vitessDaemon(t, c, keyspace, old1, old2)
 	return c, old1, old2, promoted, conf, "127.0.0.1:" + strconv.Itoa(promoted.MySQLPort) + "/" + promoted.DBName()
 }
@@ -144,7 +144,7 @@ func TestRealVitessFailover(t *testing.T) {
 		return strings.Contains(out, "serves wrongshard/-80")
 	}, time.Minute, 100*time.Millisecond, "the wrong shard is refused before any reparent")
 	require.True(t, accountLocked(t, old2))
-	require.Equal(t, adapters.TabletReplica, tabletType(t, c, promoted.Alias))
+	require.Equal(t, "REPLICA", tabletType(t, c, promoted.Alias))
 	out, err = vrun(t, "--config", conf, "map", "show", "app")
 	require.NoError(t, err)
 	var rec shardmap.Record
@@ -155,13 +155,14 @@ func TestRealVitessFailover(t *testing.T) {
 // TestRealVitessFailoverRepoints is the failover that succeeds; see TestRealVitessFailover.
 func TestRealVitessFailoverRepoints(t *testing.T) {
 	c, old1, old2, promoted, conf, to := vitessFailover(t, "repoint")
+	promoted.Promote(t) // the promotion outside Vitess that the failover follows
 
 	out, err := vrun(t, "--config", conf, "failover", "app", "--shard", "-80", "--to", to, "--tablet", promoted.Alias, "--wait", "2m")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "failover of -80: repointed at generation 2 (old primary fenced: true)")
 	require.True(t, accountLocked(t, old1), "the old primary is fenced")
 	require.False(t, accountLocked(t, old2), "the other shard's primary is not")
-	require.Equal(t, adapters.TabletPrimary, tabletType(t, c, promoted.Alias), "Vitess took the promoted tablet as primary")
+	require.Equal(t, "PRIMARY", tabletType(t, c, promoted.Alias), "Vitess took the promoted tablet as primary")
 	require.Contains(t, string(c.MustVtctldclient(t, "GetShard", "repoint/-80")), strconv.Itoa(int(promoted.UID)))
 
 	out, err = vrun(t, "--config", conf, "map", "show", "app")
