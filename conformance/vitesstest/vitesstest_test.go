@@ -78,7 +78,7 @@ func TestRealShardedKeyspace(t *testing.T) {
 	out := c.MustVtctldclient(t, "GetTablets", "--keyspace", "orders")
 	require.Equal(t, 2, strings.Count(string(out), " primary "), "two primaries:\n%s", out)
 
-	g := c.StartVtgate(t)
+	g := c.StartVtgate(t, "orders")
 	db, err := sql.Open("mysql", g.DSN("orders"))
 	require.NoError(t, err)
 	defer db.Close()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,9 +31,11 @@ type Gate struct {
 	proc *testproc.Proc
 }
 
-// StartVtgate starts a vtgate watching the cluster's cell, waits until it answers a query
-// as its user, and returns it. Close stops it.
-func (c *Cluster) StartVtgate(t testing.TB) *Gate {
+// StartVtgate starts a vtgate watching the cluster's cell and the given keyspaces (every
+// keyspace when none is given: vtgate then refuses to start while a keyspace's shards do not
+// cover the whole keyspace-ID range), waits until it answers a query as its user, and
+// returns it. Close stops it.
+func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
 	t.Helper()
 	var pw [16]byte
 	rand.Read(pw[:])
@@ -53,6 +56,9 @@ func (c *Cluster) StartVtgate(t testing.TB) *Gate {
 			"--mysql-server-bind-address", "127.0.0.1", "--mysql-server-port", strconv.Itoa(ports[2]),
 			"--mysql-auth-server-impl", "static", "--mysql-auth-server-static-string", string(auth),
 			"--service-map", "grpc-vtgateservice", "--log-format", "text", "--config-file-not-found-handling=ignore")
+		if len(keyspaces) > 0 {
+			args = append(args, "--keyspaces-to-watch", strings.Join(keyspaces, ","))
+		}
 		cmd, err := c.command(context.Background(), g.name, c.bins.Vtgate, args...)
 		if err != nil {
 			return err

@@ -114,6 +114,7 @@ func vitessFailover(t *testing.T, keyspace string) (c *vitesstest.Cluster, old1,
 	old1, old2 = mysqltest.Start(t), mysqltest.Start(t)
 	for _, s := range []*mysqltest.Server{old1, old2} {
 		s.Exec(t, "", "CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'")
+		s.CreateDatabase(t, "vt_"+keyspace) // the tablet's database, as on a primary of the keyspace
 	}
 	c.CreateKeyspace(t, keyspace)
 	promoted = c.StartTablet(t, keyspace, "-80")
@@ -159,7 +160,8 @@ func TestRealVitessFailoverRepoints(t *testing.T) {
 
 	out, err := vrun(t, "--config", conf, "failover", "app", "--shard", "-80", "--to", to, "--tablet", promoted.Alias, "--wait", "2m")
 	require.NoError(t, err, out)
-	require.Contains(t, out, "failover of -80: repointed at generation 2 (old primary fenced: true)")
+	audit, _ := vrun(t, "--config", conf, "audit", "--machine", "failover")
+	require.Contains(t, out, "failover of -80: repointed at generation 2 (old primary fenced: true)", audit)
 	require.True(t, accountLocked(t, old1), "the old primary is fenced")
 	require.False(t, accountLocked(t, old2), "the other shard's primary is not")
 	require.Equal(t, "PRIMARY", tabletType(t, c, promoted.Alias), "Vitess took the promoted tablet as primary")
@@ -187,7 +189,7 @@ func TestRealVitessLocateAgreesWithVtgate(t *testing.T) {
 	tablets := c.AddShards(t, "placed", "-80", "80-")
 	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY)", "placed")
 	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", `{"sharded": true, "vindexes": {"hash": {"type": "hash"}}, "tables": {"t": {"column_vindexes": [{"column": "id", "name": "hash"}]}}}`, "placed")
-	g := c.StartVtgate(t)
+	g := c.StartVtgate(t, "placed")
 	db, err := sql.Open("mysql", g.DSN("placed"))
 	require.NoError(t, err)
 	defer db.Close()
