@@ -15,6 +15,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/vtctld"
+	"loam.dev/router/conformance"
 	"loam.dev/router/conformance/vitesstest"
 	"loam.dev/router/kernel/keyrange"
 	"loam.dev/router/kernel/render"
@@ -338,4 +339,33 @@ func TestRealUnimplemented(t *testing.T) {
 	require.Equal(t, "Unimplemented", vitessErr(t, err).Code)
 	require.ErrorContains(t, err, "--service-map grpc-vtctld")
 	require.True(t, strings.HasPrefix(err.Error(), "vtctld 127.0.0.1:"))
+}
+
+// TestRealReparentContract: the reparent contract (conformance.RunReparentSuite), which the
+// simulator's vtctld model is held to as well, on a real vtctld with real tablets.
+func TestRealReparentContract(t *testing.T) {
+	c := vt.Get(t)
+	c.CreateKeyspace(t, "contract")
+	fresh := c.StartTablet(t, "contract", "-80") // first: the serving graph AddShards builds must cover the range
+	other := c.AddShards(t, "contract", "80-")[0]
+	fresh.Promote(t)
+	cl := dial(t, vtctld.Config{Addr: c.VtctldAddr})
+	conformance.RunReparentSuite(t, conformance.ReparentRig{Keyspace: "contract", Shard: "-80", Fresh: fresh.Alias, OtherShard: "80-", Other: other.Alias,
+		Reparent: cl.TabletExternallyReparented,
+		Primary: func(_ conformance.TB, shard string) string {
+			var s struct {
+				Shard struct {
+					PrimaryAlias *struct {
+						Cell string `json:"cell"`
+						UID  uint32 `json:"uid"`
+					} `json:"primary_alias"`
+				} `json:"shard"`
+			}
+			out := c.MustVtctldclient(t, "GetShard", "contract/"+shard)
+			require.NoError(t, json.Unmarshal(out, &s), "%s", out)
+			if a := s.Shard.PrimaryAlias; a != nil && a.UID != 0 {
+				return adapters.TabletAlias{Cell: a.Cell, UID: a.UID}.String()
+			}
+			return ""
+		}})
 }
