@@ -21,7 +21,9 @@ import (
 // VitessConfig is how the controller reaches Vitess for a keyspace routed by vtgate:
 // vtctld's gRPC API, which a failover tells the promoted tablet (TabletExternallyReparented),
 // and, with the database's shard_user, the MySQL servers behind the tablets, whose old
-// primary a failover fences (adapters/mysql) before it repoints.
+// primary a failover fences (adapters/mysql) before it repoints. The fence locks the
+// database's app_user there: for tablets that vttablet manages, the account vttablet
+// serves queries as (vt_app by default).
 type VitessConfig struct {
 	// Vtctld is vtctld's gRPC address, host:port (its --grpc-port).
 	Vtctld string `toml:"vtctld"`
