@@ -18,10 +18,9 @@ test:
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
 	cd conformance/vitessdiff && $(GO) test -mod=mod -count=1 ./...
-	cd adapters/vtctld && $(GO) test -mod=mod -count=1 ./...
 
-# The nested modules (Vitess code, kept out of the main go.mod) take -mod=mod: they replace
-# loam.dev/router with this tree, so a new dependency of the main module must not stop them.
+# The nested module (Vitess code, kept out of the main go.mod) takes -mod=mod: it replaces
+# loam.dev/router with this tree, so a new dependency of the main module must not stop it.
 
 # Build tags that compile deliberately broken variants, never part of the default build; the
 # tests under them show each break is caught.
@@ -46,7 +45,7 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
-	@set -e; for mod in conformance/vitessdiff adapters/vtctld; do \
+	@set -e; for mod in conformance/vitessdiff; do \
 	  for pkg in $$(cd $$mod && $(GO) list ./...); do \
 	    for f in $$(cd $$mod && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	      echo "== $$pkg $$f"; \
@@ -59,7 +58,6 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd conformance/vitessdiff && $(GO) vet -mod=mod ./...
-	cd adapters/vtctld && $(GO) vet -mod=mod ./...
 
 # The main job: build the binary, then move a shard with the fenced cutover on local Postgres
 # servers under a write load (see README). It cleans up everything it started, also on Ctrl-C.

@@ -7,7 +7,7 @@
 //   - RouterInstance is one router process (a PgDog instance's admin database).
 //   - ShardBackend is one shard's database server (Postgres, MySQL).
 //   - VitessControl is vtctld: reparent a promoted tablet, read the serving partitions,
-//     apply a VSchema (gRPC implementation: the nested module adapters/vtctld).
+//     apply a VSchema (gRPC implementation: adapters/vtctld).
 //   - ConfigTarget is where rendered router files go (adapters/configmap).
 //   - Roster lists a database's live router processes, for the in-doubt monitor.
 //

@@ -13,8 +13,8 @@ import (
 // VitessControl is the part of vtctld's API that Loam's machines drive: make Vitess take a
 // promoted tablet as its shard's primary (the failover's Reparent, §9.1), read the serving
 // partitions that the shard map record mirrors (§6.1), and apply the VSchema rendered from
-// the record. The gRPC implementation is the nested module loam.dev/router/adapters/vtctld,
-// so that this module never depends on Vitess's protos.
+// the record. The gRPC implementation is adapters/vtctld, which speaks vtctld's protocol
+// without Vitess's generated code, so that this module never depends on Vitess's module.
 //
 // Errors are *VitessError, keeping the gRPC status code; errors.Is matches ErrUnreachable
 // (vtctld did not answer in time, or could not be reached), ErrNotFound, and ErrWrongShard.

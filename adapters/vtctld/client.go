@@ -6,17 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/encoding/protojson"
-	topodatapb "vitess.io/vitess/go/vt/proto/topodata"
-	vschemapb "vitess.io/vitess/go/vt/proto/vschema"
-	vtctldatapb "vitess.io/vitess/go/vt/proto/vtctldata"
-	vtctlservicepb "vitess.io/vitess/go/vt/proto/vtctlservice"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/kernel/keyrange"
@@ -45,7 +41,6 @@ const DefaultTimeout = 30 * time.Second
 type Client struct {
 	addr    string
 	conn    *grpc.ClientConn
-	rpc     vtctlservicepb.VtctldClient
 	timeout time.Duration
 }
 
@@ -62,8 +57,8 @@ func Dial(cfg Config) (*Client, error) {
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
-	conn, err := grpc.NewClient(cfg.Addr, opts...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}))}, cfg.DialOptions...)
+	conn, err := grpc.Dial(cfg.Addr, opts...) // does not connect: the first call does
 	if err != nil {
 		return nil, fmt.Errorf("vtctld: client for %s: %w", cfg.Addr, err)
 	}
@@ -71,7 +66,12 @@ func Dial(cfg Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Client{addr: cfg.Addr, conn: conn, rpc: vtctlservicepb.NewVtctldClient(conn), timeout: timeout}, nil
+	return &Client{addr: cfg.Addr, conn: conn, timeout: timeout}, nil
+}
+
+// invoke calls method of the Vtctld service (vtctlservice.proto).
+func (c *Client) invoke(ctx context.Context, method string, req message, resp reply) error {
+	return c.conn.Invoke(ctx, "/vtctlservice.Vtctld/"+method, req, resp)
 }
 
 // Close closes the connection; calls in flight fail.
@@ -87,34 +87,34 @@ func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard
 	if err != nil {
 		return fail("TabletExternallyReparented", err, "give the promoted primary's tablet alias, as vtctldclient GetTablets prints it")
 	}
-	pb := &topodatapb.TabletAlias{Cell: alias.Cell, Uid: alias.UID}
+	pb := tabletAlias{cell: alias.Cell, uid: alias.UID}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
-	got, err := c.rpc.GetTablets(ctx, &vtctldatapb.GetTabletsRequest{TabletAliases: []*topodatapb.TabletAlias{pb}, Strict: true})
-	if err != nil {
+	var got getTabletsResponse
+	if err := c.invoke(ctx, "GetTablets", getTabletsRequest{aliases: []tabletAlias{pb}, strict: true}, &got); err != nil {
 		return fail("GetTablets", err, "")
 	}
-	var t *topodatapb.Tablet
-	for _, x := range got.GetTablets() {
-		if x.GetAlias().GetCell() == alias.Cell && x.GetAlias().GetUid() == alias.UID {
-			t = x
+	var t *tabletRecord
+	for i, x := range got.tablets {
+		if x.alias == pb {
+			t = &got.tablets[i]
 		}
 	}
 	if t == nil {
 		return fail("GetTablets", fmt.Errorf("%w: vtctld lists no tablet %s", adapters.ErrNotFound, alias),
 			"start the promoted primary's vttablet, or give the alias of the tablet in front of it")
 	}
-	if t.GetKeyspace() != keyspace || !strings.EqualFold(t.GetShard(), shard) {
-		return fail("GetTablets", fmt.Errorf("%w: tablet %s serves %s/%s", adapters.ErrWrongShard, alias, t.GetKeyspace(), t.GetShard()),
+	if t.keyspace != keyspace || !strings.EqualFold(t.shard, shard) {
+		return fail("GetTablets", fmt.Errorf("%w: tablet %s serves %s/%s", adapters.ErrWrongShard, alias, t.keyspace, t.shard),
 			"nothing was reparented; give a tablet of "+keyspace+"/"+shard)
 	}
 
-	resp, err := c.rpc.TabletExternallyReparented(ctx, &vtctldatapb.TabletExternallyReparentedRequest{Tablet: pb})
-	if err != nil {
+	var resp reparentResponse
+	if err := c.invoke(ctx, "TabletExternallyReparented", reparentRequest{tablet: pb}, &resp); err != nil {
 		return fail("TabletExternallyReparented", err, "")
 	}
-	out := adapters.Reparented{Keyspace: resp.GetKeyspace(), Shard: resp.GetShard(), NewPrimary: aliasString(resp.GetNewPrimary()), OldPrimary: aliasString(resp.GetOldPrimary())}
+	out := adapters.Reparented{Keyspace: resp.keyspace, Shard: resp.shard, NewPrimary: aliasString(resp.newPrimary), OldPrimary: aliasString(resp.oldPrimary)}
 	if out.Keyspace != keyspace || !strings.EqualFold(out.Shard, shard) || out.NewPrimary != alias.String() {
 		return out, c.error("TabletExternallyReparented", keyspace, shard, tablet,
 			fmt.Errorf("%w: vtctld reparented %s/%s to %s", adapters.ErrWrongShard, out.Keyspace, out.Shard, out.NewPrimary),
@@ -123,11 +123,11 @@ func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard
 	return out, nil
 }
 
-func aliasString(a *topodatapb.TabletAlias) string {
+func aliasString(a *tabletAlias) string {
 	if a == nil {
 		return ""
 	}
-	return adapters.TabletAlias{Cell: a.GetCell(), UID: a.GetUid()}.String()
+	return adapters.TabletAlias{Cell: a.cell, UID: a.uid}.String()
 }
 
 // SrvKeyspace returns the serving partitions of keyspace in cell, from GetSrvKeyspaces.
@@ -137,24 +137,24 @@ func (c *Client) SrvKeyspace(ctx context.Context, keyspace, cell string) ([]adap
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rpc.GetSrvKeyspaces(ctx, &vtctldatapb.GetSrvKeyspacesRequest{Keyspace: keyspace, Cells: []string{cell}})
-	if err != nil {
+	var resp srvKeyspacesResponse
+	if err := c.invoke(ctx, "GetSrvKeyspaces", srvKeyspacesRequest{keyspace: keyspace, cells: []string{cell}}, &resp); err != nil {
 		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", err, "")
 	}
-	srv, ok := resp.GetSrvKeyspaces()[cell]
-	if !ok || srv == nil {
+	srv, ok := resp.byCell[cell]
+	if !ok || srv == nil || len(srv.partitions) == 0 { // a cell without the keyspace's serving graph answers an empty one
 		return nil, c.error("GetSrvKeyspaces", keyspace, "", "", fmt.Errorf("%w: no SrvKeyspace in cell %s", adapters.ErrNotFound, cell),
 			"build the serving graph: vtctldclient RebuildKeyspaceGraph "+keyspace+" (the cell must be registered with AddCellInfo)")
 	}
 	var out []adapters.SrvPartition
-	for _, p := range srv.GetPartitions() {
-		part := adapters.SrvPartition{Type: adapters.TabletType(p.GetServedType())}
-		for _, ref := range p.GetShardReferences() {
+	for _, p := range srv.partitions {
+		part := adapters.SrvPartition{Type: adapters.TabletType(p.servedType)}
+		for _, ref := range p.refs {
 			r, err := shardRange(ref)
 			if err != nil {
-				return nil, c.error("GetSrvKeyspaces", keyspace, ref.GetName(), "", err, "")
+				return nil, c.error("GetSrvKeyspaces", keyspace, ref.name, "", err, "")
 			}
-			part.Shards = append(part.Shards, adapters.SrvShard{Name: ref.GetName(), Range: r})
+			part.Shards = append(part.Shards, adapters.SrvShard{Name: ref.name, Range: r})
 		}
 		out = append(out, part)
 	}
@@ -163,39 +163,39 @@ func (c *Client) SrvKeyspace(ctx context.Context, keyspace, cell string) ([]adap
 
 // shardRange reads a shard reference's key range; a shard without one (an unsharded
 // keyspace's "0") covers everything.
-func shardRange(ref *topodatapb.ShardReference) (keyrange.Range, error) {
-	kr := ref.GetKeyRange()
-	if kr == nil || len(kr.GetStart()) == 0 && len(kr.GetEnd()) == 0 {
-		if r, err := keyrange.Parse(ref.GetName()); err == nil && r.IsFull() {
+func shardRange(ref shardReference) (keyrange.Range, error) {
+	kr := ref.keyRange
+	if kr == nil || len(kr.start) == 0 && len(kr.end) == 0 {
+		if r, err := keyrange.Parse(ref.name); err == nil && r.IsFull() {
 			return r, nil
 		}
 		return keyrange.Full(), nil
 	}
-	r, err := keyrange.Parse(hex.EncodeToString(kr.GetStart()) + "-" + hex.EncodeToString(kr.GetEnd()))
+	r, err := keyrange.Parse(hex.EncodeToString(kr.start) + "-" + hex.EncodeToString(kr.end))
 	if err != nil {
-		return keyrange.Range{}, fmt.Errorf("vtctld: shard %q: key range: %w", ref.GetName(), err)
+		return keyrange.Range{}, fmt.Errorf("vtctld: shard %q: key range: %w", ref.name, err)
 	}
 	return r, nil
 }
 
 // ApplyVSchema applies vschema, the JSON of vschema.Keyspace, to keyspace with strict set.
 func (c *Client) ApplyVSchema(ctx context.Context, keyspace string, vschema []byte) error {
-	var ks vschemapb.Keyspace
-	if err := protojson.Unmarshal(vschema, &ks); err != nil {
-		return c.error("ApplyVSchema", keyspace, "", "", fmt.Errorf("the VSchema is not the JSON of vschema.Keyspace: %w", err),
-			"nothing was sent; render the VSchema with kernel/render.Vitess")
+	ks, err := encodeVSchema(vschema)
+	if err != nil {
+		return c.error("ApplyVSchema", keyspace, "", "", err, "nothing was sent; render the VSchema with kernel/render.Vitess")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rpc.ApplyVSchema(ctx, &vtctldatapb.ApplyVSchemaRequest{Keyspace: keyspace, VSchema: &ks, Strict: true})
-	if err != nil {
+	var resp applyVSchemaResponse
+	if err := c.invoke(ctx, "ApplyVSchema", applyVSchemaRequest{keyspace: keyspace, vschema: ks, strict: true}, &resp); err != nil {
 		return c.error("ApplyVSchema", keyspace, "", "", err, "")
 	}
-	if unknown := resp.GetUnknownVindexParams(); len(unknown) > 0 {
+	if unknown := resp.unknown; len(unknown) > 0 {
 		var names []string
-		for vindex, l := range unknown {
-			names = append(names, vindex+": "+strings.Join(l.GetParams(), ","))
+		for vindex, params := range unknown {
+			names = append(names, vindex+": "+strings.Join(params, ","))
 		}
+		sort.Strings(names)
 		return c.error("ApplyVSchema", keyspace, "", "", fmt.Errorf("vtctld reports unknown vindex parameters (%s)", strings.Join(names, "; ")),
 			"remove them from the VSchema")
 	}

@@ -1,8 +1,13 @@
 // Package vtctld implements adapters.VitessControl over vtctld's gRPC API: the Vtctld
-// service of vitess.io/vitess v0.24.4 (vtctlservice), through Vitess's own generated
-// client. It is a module of its own (loam.dev/router/adapters/vtctld) so that
-// loam.dev/router never depends on Vitess's protos; a program that talks to Vitess imports
-// both.
+// service of vitess.io/vitess v0.24.4 (proto/vtctlservice.proto).
+//
+// It speaks that service without Vitess's generated code: the few messages it sends and
+// reads are encoded in protobuf's wire format here (wire.go), with the field numbers of
+// Vitess's .proto files, so that loam.dev/router needs no Vitess module (Vitess requires
+// go 1.26.8 and carries an exclude directive that every importer would have to repeat).
+// A program that imports loam.dev/router gets this client with nothing else to require.
+// Its tests run every call against a real vtctld, with real tablets on MariaDB
+// (conformance/vitesstest), which decodes what this package encodes with Vitess's own code.
 //
 // Three calls are used:
 //

@@ -3,6 +3,8 @@ package vtctld
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,8 +30,15 @@ func (c *Client) error(op, keyspace, shard, tablet string, err error, fix string
 	}
 	if code != codes.OK {
 		e.Code = code.String()
+		fixFor := code
+		// vtctld answers a missing topology node with code Unknown and the topology
+		// server's message (checked on v0.24.4: ApplyVSchema of a keyspace that does not
+		// exist, TabletExternallyReparented of a tablet it does not know).
+		if code == codes.Unknown && strings.Contains(e.Err.Error(), "node doesn't exist") {
+			e.Err, fixFor = fmt.Errorf("%w: %s", adapters.ErrNotFound, e.Err.Error()), codes.NotFound
+		}
 		if fix == "" {
-			e.Fix = c.fix(op, keyspace, code)
+			e.Fix = c.fix(op, keyspace, fixFor)
 		}
 	}
 	return e
@@ -56,6 +65,10 @@ func (c *Client) fix(op, keyspace string, code codes.Code) string {
 			return "check the keyspace and cell exist, and build the serving graph: vtctldclient RebuildKeyspaceGraph " + keyspace
 		}
 		return "check the names with vtctldclient GetTablets --keyspace " + keyspace
+	case codes.Unknown:
+		if op == "TabletExternallyReparented" {
+			return "vtctld could not make the tablet primary; check that its vttablet runs and serves (vtctldclient GetTablet <alias>), then retry"
+		}
 	case codes.InvalidArgument, codes.FailedPrecondition:
 		if op == "ApplyVSchema" {
 			return "vtctld rejected the VSchema; fix the record's scheme and render it again"

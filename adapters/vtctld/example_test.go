@@ -4,41 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
-
-	topodatapb "vitess.io/vitess/go/vt/proto/topodata"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/vtctld"
 )
 
-// A failover's Reparent step: Vitess is told that the replica promoted outside it is the
-// shard's primary. Here vtctld is the package's in-process stand-in; a deployment gives
-// vtctld's --grpc-port address (and Config.TLS when vtctld serves TLS).
-func ExampleClient_TabletExternallyReparented() {
-	s := newStandIn()
-	s.addTablet("zone1-0000000100", "customer", "-80", topodatapb.TabletType_PRIMARY)
-	s.addTablet("zone1-0000000101", "customer", "-80", topodatapb.TabletType_REPLICA)
-	s.addTablet("zone1-0000000200", "customer", "80-", topodatapb.TabletType_PRIMARY)
-	addr, stop, err := serve(s)
-	if err != nil {
-		panic(err)
-	}
-	defer stop()
+// A client is made without connecting; a vtctld that is not there fails the first call
+// with ErrUnreachable, saying where the client looked. (The tests of this package run the
+// same calls against a real vtctld.)
+func ExampleDial() {
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens at addr now
 
-	c, err := vtctld.Dial(vtctld.Config{Addr: addr, Timeout: 10 * time.Second})
+	c, err := vtctld.Dial(vtctld.Config{Addr: addr, Timeout: 5 * time.Second})
 	if err != nil {
 		panic(err)
 	}
 	defer c.Close()
-	ctx := context.Background()
-	r, err := c.TabletExternallyReparented(ctx, "customer", "-80", "zone1-0000000101")
-	fmt.Println(r.OldPrimary, "->", r.NewPrimary, err)
-
-	// A tablet of another shard is refused before anything changes.
-	_, err = c.TabletExternallyReparented(ctx, "customer", "-80", "zone1-0000000200")
-	fmt.Println(errors.Is(err, adapters.ErrWrongShard))
+	_, err = c.SrvKeyspace(context.Background(), "customer", "zone1")
+	fmt.Println(errors.Is(err, adapters.ErrUnreachable))
+	var ve *adapters.VitessError
+	errors.As(err, &ve)
+	fmt.Println(ve.Op, ve.Code)
 	// Output:
-	// zone1-0000000100 -> zone1-0000000101 <nil>
 	// true
+	// GetSrvKeyspaces Unavailable
+}
+
+// A failover's Reparent step: Vitess is told that the replica promoted outside it is the
+// primary of customer/-80. A deployment gives vtctld's --grpc-port address, and Config.TLS
+// when vtctld serves TLS.
+func ExampleClient_TabletExternallyReparented() {
+	c, err := vtctld.Dial(vtctld.Config{Addr: "vtctld.example:15999"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	r, err := c.TabletExternallyReparented(context.Background(), "customer", "-80", "zone1-0000000101")
+	if errors.Is(err, adapters.ErrWrongShard) {
+		fmt.Println("the tablet serves another shard; nothing changed")
+		return
+	}
+	fmt.Println(r.OldPrimary, "->", r.NewPrimary, err)
 }

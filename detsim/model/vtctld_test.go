@@ -1,12 +1,14 @@
 package model_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/conformance"
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/model"
 )
@@ -103,4 +105,17 @@ func TestVTGateQuery(t *testing.T) {
 	require.NoError(t, got)
 	shard := []string{"-80", "80-"}[model.Route(key, 2)]
 	require.Equal(t, []int64{7}, dir[gates[1].Routes(shard)].Row(key))
+}
+
+// TestVtctldReparentContract: the model answers the reparent contract as the real vtctld
+// does (adapters/vtctld's TestRealReparentContract runs the same suite on one).
+func TestVtctldReparentContract(t *testing.T) {
+	v := model.NewVtctld(nil, "vtctld", "contract")
+	v.AddTablet(model.Tablet{Alias: "zone1-0000000101", Shard: "-80", Backend: "db-a"}, false)
+	v.AddTablet(model.Tablet{Alias: "zone1-0000000100", Shard: "80-", Backend: "db-b"}, true)
+	conformance.RunReparentSuite(t, conformance.ReparentRig{Keyspace: "contract", Shard: "-80", Fresh: "zone1-0000000101", OtherShard: "80-", Other: "zone1-0000000100",
+		Reparent: func(_ context.Context, keyspace, shard, tablet string) (adapters.Reparented, error) {
+			return v.TabletExternallyReparented(keyspace, shard, tablet)
+		},
+		Primary: func(_ conformance.TB, shard string) string { return v.Primary(shard) }})
 }

@@ -24,6 +24,8 @@ type fleet struct {
 	resharders map[string]adapters.Resharder
 	// dial opens a shard's server.
 	dial func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error)
+	// vitess is vtctld, for a database routed by Vitess (nil otherwise).
+	vitess adapters.VitessControl
 
 	mu      sync.Mutex
 	known   map[string]shardmap.Backend // by driver.BackendKey, from every record seen
@@ -119,7 +121,8 @@ func layouts(rec *shardmap.Record) []shardmap.Layout {
 // opener opens a database's fleet.
 type opener func(ctx context.Context, dc *DatabaseConfig) (*fleet, error)
 
-// openFleet is the daemon's opener: PgDog admin databases for routers, Postgres for shards.
+// openFleet is the daemon's opener: PgDog admin databases for routers, Postgres for shards;
+// for a Vitess keyspace, vtctld and MySQL (vitess.go).
 func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 	f := newFleet()
 	for _, rc := range dc.Routers {
@@ -130,6 +133,13 @@ func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 		}
 		f.routers[rc.ID], f.resharders[rc.ID] = inst, inst
 		f.closers = append(f.closers, func() { _ = inst.Close() })
+	}
+	if dc.Vitess != nil {
+		if err := openVitess(f, dc); err != nil {
+			f.close()
+			return nil, err
+		}
+		return f, nil
 	}
 	if dc.ShardUser != "" {
 		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {

@@ -101,6 +101,9 @@ type DatabaseConfig struct {
 	Routers []RouterConfig `toml:"routers"`
 	InDoubt InDoubtConfig  `toml:"indoubt"`
 	Cutover CutoverConfig  `toml:"cutover"`
+
+	// Vitess is set for a keyspace routed by vtgate (vitess.go).
+	Vitess *VitessConfig `toml:"vitess"`
 }
 
 // RouterConfig is one router instance of a database.
@@ -439,6 +442,11 @@ func (c *Config) check() error {
 			return bad(at+".name", "%s is configured twice; give each database one [[databases]] table", ref)
 		}
 		seen[ref] = true
+		if d.Vitess != nil {
+			if key, msg := d.Vitess.check(at+".vitess", d.Insecure); key != "" {
+				return bad(key, "%s", msg)
+			}
+		}
 		if !validSSLMode(d.ShardSSLMode) {
 			return bad(at+".shard_sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", d.ShardSSLMode)
 		}

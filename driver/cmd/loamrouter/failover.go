@@ -93,7 +93,7 @@ func (d *daemon) runFailover(ctx context.Context, dc *DatabaseConfig, ref adapte
 	var once sync.Once
 	finished := make(chan struct{})
 	exec := &driver.FailoverExecutor{DB: ref, Store: d.guarded, Backend: f.backendLookup(ctx), Handoff: handoff.Hand, Logger: log,
-		OnDone: func(c failover.Done) { once.Do(func() { done = c; close(finished) }) }}
+		Vitess: f.vitess, OnDone: func(c failover.Done) { once.Do(func() { done = c; close(finished) }) }}
 	if len(dc.Routers) == 0 {
 		exec.Handoff = func(context.Context, *shardmap.Record) error { return nil } // no router to push to
 	}

@@ -55,6 +55,7 @@ func binaryTagged(t *testing.T, tags string) string {
 // TestMain removes the binaries it built.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	vitessCluster.Close()
 	pgtest.RemoveTemplate()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -1,4 +1,4 @@
-package vtctld_test
+package vitessdiff
 
 import (
 	"testing"

@@ -1,0 +1,112 @@
+package vitesstest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"loam.dev/router/conformance/internal/testproc"
+)
+
+// Gate is a running vtgate: the MySQL protocol front end of every keyspace, with one user
+// (static auth, a random password).
+type Gate struct {
+	// MySQLPort is vtgate's MySQL protocol port on 127.0.0.1.
+	MySQLPort int
+	// User and Password log in to it.
+	User, Password string
+
+	c    *Cluster
+	name string
+	proc *testproc.Proc
+}
+
+// StartVtgate starts a vtgate watching the cluster's cell and the given keyspaces (every
+// keyspace when none is given: vtgate then refuses to start while a keyspace's shards do not
+// cover the whole keyspace-ID range), waits until it answers a query as its user, and
+// returns it. Close stops it.
+func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
+	t.Helper()
+	var pw [16]byte
+	rand.Read(pw[:])
+	c.mu.Lock()
+	g := &Gate{User: "loam", Password: hex.EncodeToString(pw[:]), c: c, name: fmt.Sprintf("vtgate-%d", len(c.gates))}
+	c.mu.Unlock()
+	auth, err := json.Marshal(map[string][]map[string]string{g.User: {{"Password": g.Password, "UserData": g.User}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = retryPort(func() error {
+		ports, err := freePorts(3)
+		if err != nil {
+			return err
+		}
+		args := append(c.topoFlags(), "--cell", Cell, "--cells-to-watch", Cell, "--tablet-types-to-wait", "PRIMARY",
+			"--bind-address", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--grpc-bind-address", "127.0.0.1", "--grpc-port", strconv.Itoa(ports[1]),
+			"--mysql-server-bind-address", "127.0.0.1", "--mysql-server-port", strconv.Itoa(ports[2]),
+			"--mysql-auth-server-impl", "static", "--mysql-auth-server-static-string", string(auth),
+			"--service-map", "grpc-vtgateservice", "--log-format", "text", "--config-file-not-found-handling=ignore")
+		if len(keyspaces) > 0 {
+			args = append(args, "--keyspaces-to-watch", strings.Join(keyspaces, ","))
+		}
+		cmd, err := c.command(context.Background(), g.name, c.bins.Vtgate, args...)
+		if err != nil {
+			return err
+		}
+		g.MySQLPort = ports[2]
+		p, err := c.startServer(g.name, cmd, g.ping)
+		if err != nil {
+			if c.portTaken(g.name) {
+				return errPortTaken
+			}
+			return err
+		}
+		g.proc = p
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.gates = append(c.gates, g)
+	c.mu.Unlock()
+	return g
+}
+
+// DSN is a go-sql-driver/mysql data source name for vtgate as its user on database (a
+// keyspace, "" for none).
+func (g *Gate) DSN(database string) string {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = g.User, g.Password, "tcp", hostPort(g.MySQLPort), database
+	cfg.Timeout = 10 * time.Second
+	return cfg.FormatDSN()
+}
+
+func (g *Gate) ping() error {
+	db, err := sql.Open("mysql", g.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var one int
+	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+func (g *Gate) stop() error {
+	if g.proc != nil && g.proc.Stop(syscall.SIGTERM, 30*time.Second) {
+		return fmt.Errorf("vitesstest: %s did not stop within 30s of SIGTERM; killed it", g.name)
+	}
+	return nil
+}
