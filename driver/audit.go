@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -38,6 +39,10 @@ type AuditEntry struct {
 	Key     string `json:"key"`
 	At      int64  `json:"at"` // unix milliseconds, the writer's clock
 	Holder  string `json:"holder"`
+	// Who is the authenticated identity that wrote the entry (a credential's name or a
+	// client certificate's subject), stamped by the store server; Holder is what the writer
+	// says of itself. Empty for an entry written to a store the writer opened itself.
+	Who     string `json:"who,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"` // the lease tenure it ran under; 0 outside one (the CLI)
 	Machine string `json:"machine,omitempty"`
 	ID      string `json:"id,omitempty"`
@@ -94,6 +99,26 @@ func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
 		return fmt.Errorf("driver: writing audit entry %s: %w", e.Key, err)
 	}
 	return nil
+}
+
+// StampAuditWho sets the Who of an audit entry's encoding to who: a store server calls it
+// on every entry a client appends, so Who is the identity the server authenticated, not
+// what the client claims. With keep, an entry that already names its Who keeps it (a
+// controller's API relaying an operator's entry to a store server it is a client of).
+// Data that is not an audit entry is refused.
+func StampAuditWho(data []byte, who string, keep bool) ([]byte, error) {
+	var e AuditEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("driver: not an audit entry: %w", err)
+	}
+	if e.Event == "" || e.What == "" {
+		return nil, errors.New("driver: not an audit entry: it needs an event and a what")
+	}
+	if keep && e.Who != "" {
+		return data, nil
+	}
+	e.Who = who
+	return json.Marshal(e)
 }
 
 // AuditFilter selects entries; zero fields select everything.

@@ -24,9 +24,10 @@ func BenchmarkCASOverHTTP(b *testing.B) {
 	behind, err := boltstore.Open(filepath.Join(b.TempDir(), "served.db"), nil)
 	require.NoError(b, err)
 	defer behind.Close()
-	srv := httptest.NewServer(httpstore.Handler(behind, nil))
+	opts := withToken(nil)
+	srv := httptest.NewServer(httpstore.Handler(behind, opts))
 	defer srv.Close()
-	c, err := httpstore.Dial(srv.URL, nil)
+	c, err := httpstore.Dial(srv.URL, opts)
 	require.NoError(b, err)
 	defer c.Close()
 	db := adapters.DBRef{Namespace: "bench", Database: "app"}

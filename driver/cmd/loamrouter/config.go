@@ -27,6 +27,9 @@ type Config struct {
 	Databases  []DatabaseConfig `toml:"databases"`
 	Fencing    []FencingConfig  `toml:"fencing"`
 	LSN        LSNConfig        `toml:"lsn"`
+	// Credentials are who this process's servers (controller.listen, store-serve) accept.
+	Credentials []CredentialConfig `toml:"credentials"`
+	TLS         TLSConfig          `toml:"tls"`
 
 	path string // the file it came from, for messages
 }
@@ -41,8 +44,21 @@ type ControllerConfig struct {
 	// Listen serves /metrics, /healthz and the store API the CLI uses while the daemon
 	// holds the embedded store ("off" turns it off; default 127.0.0.1:9464).
 	Listen string `toml:"listen"`
-	// TokenEnv names the environment variable holding the bearer token of the store API.
-	TokenEnv string `toml:"token_env"`
+	// Hosts are names clients reach the listen address by (host:port), beyond the address
+	// itself (and localhost for a loopback one): any other Host header is refused, a
+	// defence against DNS rebinding. A wildcard bind (0.0.0.0) needs them.
+	Hosts []string `toml:"hosts"`
+	// TokenEnv or TokenFile hold the token the CLI sends to this daemon's listen address
+	// (one of the [[credentials]] it accepts).
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+	// LeaseMaxTTL caps the TTL a lease blob may carry (default 60s, at least lease_ttl): a
+	// lease written with a longer one is refused by the store servers and read as this long
+	// by every controller, so no writer can stop the others for longer.
+	LeaseMaxTTL Duration `toml:"lease_max_ttl"`
+	// ReadTimeout bounds how long the API servers (controller.listen, store-serve) read one
+	// request, headers and body (default 10s): a client sending a byte at a time is cut off.
+	ReadTimeout Duration `toml:"read_timeout"`
 	// DrainTimeout bounds a graceful stop (SIGTERM): commands in flight get this long to
 	// finish and be recorded (default 30s).
 	DrainTimeout Duration `toml:"drain_timeout"`
@@ -59,8 +75,42 @@ type StoreConfig struct {
 	PD []string `toml:"pd"`
 	// URL is the store server (kind remote), e.g. http://127.0.0.1:7070.
 	URL string `toml:"url"`
-	// TokenEnv names the environment variable holding the store server's bearer token.
-	TokenEnv string `toml:"token_env"`
+	// TokenEnv or TokenFile hold the token this process sends to the store server (kind
+	// remote): a controller's credential for a daemon, an operator's for the CLI.
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+}
+
+// CredentialConfig is one identity the servers accept: a bearer token (from an
+// environment variable or a file readable by its owner only) or a client certificate's
+// common name (with tls.client_ca_file). Role says what it may do: operator (status, the
+// record, cutover and failover requests and decisions, reading and appending to the
+// audit log) or controller (also machine snapshots, the lease and histories).
+type CredentialConfig struct {
+	Name      string `toml:"name"`
+	Role      string `toml:"role"`
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+	CertCN    string `toml:"cert_cn"`
+
+	token string // read from TokenEnv or TokenFile by check
+}
+
+// TLSConfig is TLS for this process's listeners and for the servers it dials.
+type TLSConfig struct {
+	// CertFile and KeyFile (PEM) are served on controller.listen and by store-serve; they
+	// are read again on SIGHUP.
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// ClientCAFile, when set, requires every client of those listeners to present a
+	// certificate it signed (mutual TLS).
+	ClientCAFile string `toml:"client_ca_file"`
+	// CAFile is the authority the certificates of https:// servers this process dials
+	// (store.url, a daemon's listen address) must chain to (default: the system's roots).
+	CAFile string `toml:"ca_file"`
+	// ClientCertFile and ClientKeyFile are presented to those servers (mutual TLS).
+	ClientCertFile string `toml:"client_cert_file"`
+	ClientKeyFile  string `toml:"client_key_file"`
 }
 
 // AlertsConfig says where the in-doubt monitor's and the cutover's alerts go.
@@ -377,6 +427,8 @@ const (
 	defaultDataDir = "./loam-data"
 	defaultListen  = "127.0.0.1:9464"
 	defaultDrain   = 30 * time.Second
+	// defaultLeaseMaxTTL caps lease TTLs: six default TTLs.
+	defaultLeaseMaxTTL = 60 * time.Second
 )
 
 // check validates values and fills defaults; errors name the key and the fix.
@@ -393,6 +445,14 @@ func (c *Config) check() error {
 	}
 	if c.Controller.LeaseTTL.Duration != 0 && c.Controller.LeaseTTL.Duration < 100*time.Millisecond {
 		return bad("controller.lease_ttl", "%v is too short to renew over a network; use at least \"1s\" (default \"10s\")", c.Controller.LeaseTTL.Duration)
+	}
+	if ttl := c.Controller.LeaseTTL.Or(10 * time.Second); c.Controller.LeaseMaxTTL.Duration == 0 {
+		c.Controller.LeaseMaxTTL.Duration = max(defaultLeaseMaxTTL, ttl)
+	} else if c.Controller.LeaseMaxTTL.Duration < ttl {
+		return bad("controller.lease_max_ttl", "%v is below controller.lease_ttl %v: this controller's own lease would be refused; raise it (default \"60s\")", c.Controller.LeaseMaxTTL.Duration, ttl)
+	}
+	if err := c.checkSecurity(bad); err != nil {
+		return err
 	}
 	switch c.Store.Kind {
 	case "", "bolt":
