@@ -36,9 +36,9 @@ const (
 
 // AuditEntry is one line of the audit log: who did what, when, and how it went.
 type AuditEntry struct {
-	Key     string `json:"key"`
-	At      int64  `json:"at"` // unix milliseconds, the writer's clock
-	Holder  string `json:"holder"`
+	Key    string `json:"key"`
+	At     int64  `json:"at"` // unix milliseconds, the writer's clock
+	Holder string `json:"holder"`
 	// Who is the authenticated identity that wrote the entry (a credential's name or a
 	// client certificate's subject), stamped by the store server; Holder is what the writer
 	// says of itself. Empty for an entry written to a store the writer opened itself.

@@ -46,7 +46,7 @@ type response struct {
 	Pending bool `json:"pending,omitempty"`
 	// More: a list page that is not the last; ask again after its last key.
 	More  bool       `json:"more,omitempty"`
-	Error   *wireError `json:"error,omitempty"`
+	Error *wireError `json:"error,omitempty"`
 }
 
 type wireBlob struct {
@@ -70,7 +70,7 @@ const (
 	kindForbidden       = "forbidden"
 	kindTooLarge        = "too_large"
 	kindBusy            = "busy"
-	kindOther        = "other"
+	kindOther           = "other"
 )
 
 type wireError struct {

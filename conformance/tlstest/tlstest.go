@@ -91,7 +91,9 @@ func genKey(t testing.TB) *ecdsa.PrivateKey {
 	return key
 }
 
-func pemOf(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 func check(t testing.TB, err error) {
 	t.Helper()
