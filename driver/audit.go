@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -128,24 +129,54 @@ type AuditFilter struct {
 	Limit       int // the last Limit entries
 }
 
-// ReadAudit returns the entries in log order.
+// newestFirst is a store that lists newest-first a page at a time (httpstore.Client).
+type newestFirst interface {
+	EachNewest(ctx context.Context, prefix string, fn func(adapters.Blob) bool) error
+}
+
+// ReadAudit returns the entries in log order. With a Limit, on a store that lists
+// newest-first (a store server), only the pages holding the last Limit entries (or those
+// since Since) are read, not the whole log.
 func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]AuditEntry, error) {
+	var out []AuditEntry
+	var bad error
+	var lastAt int64
+	keep := func(b adapters.Blob) bool {
+		var e AuditEntry
+		if err := json.Unmarshal(b.Data, &e); err != nil {
+			bad = fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
+			return false
+		}
+		e.Key, lastAt = b.Key, e.At
+		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
+			return true
+		}
+		out = append(out, e)
+		return true
+	}
+	if nf, ok := store.(newestFirst); ok && f.Limit > 0 {
+		err := nf.EachNewest(ctx, AuditPrefix, func(b adapters.Blob) bool {
+			// newest first: past Limit matches, or older than Since, nothing more is wanted
+			return keep(b) && len(out) < f.Limit && (f.Since.IsZero() || lastAt >= f.Since.UnixMilli())
+		})
+		if err == nil {
+			err = bad
+		}
+		if err != nil {
+			return nil, fmt.Errorf("driver: reading the audit log: %w", err)
+		}
+		slices.Reverse(out)
+		return out, nil
+	}
 	blobs, err := store.ListBlobs(ctx, AuditPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("driver: reading the audit log: %w", err)
 	}
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Key < blobs[j].Key })
-	var out []AuditEntry
 	for _, b := range blobs {
-		var e AuditEntry
-		if err := json.Unmarshal(b.Data, &e); err != nil {
-			return nil, fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
+		if !keep(b) {
+			return nil, bad
 		}
-		e.Key = b.Key
-		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
-			continue
-		}
-		out = append(out, e)
 	}
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[len(out)-f.Limit:]

@@ -264,3 +264,29 @@ func (c *Client) ListBlobs(ctx context.Context, prefix string) ([]adapters.Blob,
 		req.ListAfter = r.Blobs[len(r.Blobs)-1].Key
 	}
 }
+
+// EachNewest calls fn with the blobs whose keys start with prefix in descending key order
+// (newest first, for time-ordered keys such as the audit log's), a page at a time, until
+// fn returns false or the listing ends: a reader of the last entries never has the whole
+// listing sent to it.
+func (c *Client) EachNewest(ctx context.Context, prefix string, fn func(adapters.Blob) bool) error {
+	req := &request{Prefix: prefix, Desc: true}
+	for {
+		r, err := c.call(ctx, opList, req)
+		if err != nil {
+			return err
+		}
+		if r.Error != nil {
+			return r.Error.asError(adapters.DBRef{})
+		}
+		for _, b := range r.Blobs {
+			if !fn(adapters.Blob{Key: b.Key, Version: b.Version, Data: b.Data}) {
+				return nil
+			}
+		}
+		if !r.More || len(r.Blobs) == 0 {
+			return nil
+		}
+		req.ListAfter = r.Blobs[len(r.Blobs)-1].Key
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -287,18 +288,28 @@ func errResponse(err error) *response {
 	return &response{Error: we}
 }
 
-// listPage answers one page of a listing: the blobs after req.ListAfter, at most the page
-// size (or req.Limit when smaller) and pageBytes of data, More when some are left.
+// listPage answers one page of a listing: the blobs after req.ListAfter (before it, in
+// descending order, with Desc), at most the page size (or req.Limit when smaller) and
+// pageBytes of data, More when some are left.
 func (h *handler) listPage(bs []adapters.Blob, req *request) *response {
 	limit := h.page
 	if req.Limit > 0 && req.Limit < limit {
 		limit = req.Limit
 	}
-	i := sort.Search(len(bs), func(i int) bool { return bs[i].Key > req.ListAfter })
-	out := &response{Blobs: make([]wireBlob, 0, min(limit, len(bs)-i))}
+	var order []adapters.Blob
+	if req.Desc {
+		end := len(bs)
+		if req.ListAfter != "" {
+			end = sort.Search(len(bs), func(i int) bool { return bs[i].Key >= req.ListAfter })
+		}
+		order = slices.Clone(bs[:end])
+		slices.Reverse(order)
+	} else {
+		order = bs[sort.Search(len(bs), func(i int) bool { return bs[i].Key > req.ListAfter }):]
+	}
+	out := &response{Blobs: make([]wireBlob, 0, min(limit, len(order)))}
 	size := 0
-	for ; i < len(bs); i++ {
-		b := bs[i]
+	for _, b := range order {
 		if len(out.Blobs) == limit || (len(out.Blobs) > 0 && size+len(b.Data) > pageBytes) {
 			out.More = true
 			break

@@ -33,6 +33,8 @@ type request struct {
 	// After and Limit page a list: the blobs whose keys sort after After, at most Limit
 	// (the server's page size caps it).
 	ListAfter string `json:"list_after,omitempty"`
+	// Desc lists newest-first: keys in descending order, those before ListAfter.
+	Desc bool `json:"desc,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 }
 

@@ -30,6 +30,7 @@ type Config struct {
 	// Credentials are who this process's servers (controller.listen, store-serve) accept.
 	Credentials []CredentialConfig `toml:"credentials"`
 	TLS         TLSConfig          `toml:"tls"`
+	Retention   RetentionConfig    `toml:"retention"`
 
 	path string // the file it came from, for messages
 }
@@ -94,6 +95,19 @@ type CredentialConfig struct {
 	CertCN    string `toml:"cert_cn"`
 
 	token string // read from TokenEnv or TokenFile by check
+}
+
+// RetentionConfig bounds the audit log and the cutover and failover histories. The
+// process that owns the store prunes them (store-serve; serve on the embedded store or
+// TiKV) at start and every Every: entries older than the age, and all but the newest
+// count (for histories: per database and kind). Zero keeps the default; "0s" or 0 cannot
+// switch a bound off, so the store never grows without bound.
+type RetentionConfig struct {
+	AuditMaxAge     Duration `toml:"audit_max_age"`     // default 720h (30 days)
+	AuditMaxCount   int      `toml:"audit_max_count"`   // default 100000
+	HistoryMaxAge   Duration `toml:"history_max_age"`   // default 2160h (90 days), failovers (their keys hold the time)
+	HistoryMaxCount int      `toml:"history_max_count"` // default 100 per database and kind
+	Every           Duration `toml:"every"`             // default 10m
 }
 
 // TLSConfig is TLS for this process's listeners and for the servers it dials.
@@ -454,6 +468,9 @@ func (c *Config) check() error {
 	if err := c.checkSecurity(bad); err != nil {
 		return err
 	}
+	if err := c.Retention.check(bad); err != nil {
+		return err
+	}
 	switch c.Store.Kind {
 	case "", "bolt":
 		c.Store.Kind = "bolt"
@@ -551,6 +568,29 @@ func (c *Config) check() error {
 		}
 	}
 	return c.LSN.check(bad)
+}
+
+// check fills [retention]'s defaults.
+func (r *RetentionConfig) check(bad func(key, format string, a ...any) error) error {
+	if r.AuditMaxCount < 0 || r.HistoryMaxCount < 0 {
+		return bad("retention", "counts must be positive (audit_max_count %d, history_max_count %d)", r.AuditMaxCount, r.HistoryMaxCount)
+	}
+	if r.AuditMaxAge.Duration == 0 {
+		r.AuditMaxAge.Duration = 720 * time.Hour
+	}
+	if r.AuditMaxCount == 0 {
+		r.AuditMaxCount = 100_000
+	}
+	if r.HistoryMaxAge.Duration == 0 {
+		r.HistoryMaxAge.Duration = 2160 * time.Hour
+	}
+	if r.HistoryMaxCount == 0 {
+		r.HistoryMaxCount = 100
+	}
+	if r.Every.Duration == 0 {
+		r.Every.Duration = 10 * time.Minute
+	}
+	return nil
 }
 
 // Defaults of [lsn], as the proxy's.

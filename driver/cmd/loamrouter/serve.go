@@ -57,6 +57,8 @@ Keys of loam.toml (all optional but [[databases]]):
                controller.listen and store-serve accept (required unless listen = "off")
   [tls]        cert_file, key_file (served; reloaded on SIGHUP), client_ca_file (mutual
                TLS), ca_file, client_cert_file, client_key_file (when dialing https://)
+  [retention]  audit_max_age (720h), audit_max_count (100000), history_max_age (2160h),
+               history_max_count (100 per database and kind), every (10m)
   [alerts]     kind (log|file), path
   [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
@@ -142,6 +144,9 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		srv := ls.serve(mux, c.log)
 		defer srv.Close()
 		c.log.Info("listening", "url", ls.url(), "paths", "/metrics /healthz (open) /status /v1/ (store; credential needed)", "credentials", len(cfg.Credentials))
+	}
+	if cfg.Store.Kind != "remote" { // the store server prunes a remote store
+		go keepPruning(hard, st, cfg.Retention, c.log)
 	}
 	c.log.Info("controller starting", "id", cfg.Controller.ID, "store", cfg.Store.Kind, "databases", len(cfg.Databases))
 	err = d.run(hard)

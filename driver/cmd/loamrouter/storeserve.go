@@ -42,6 +42,7 @@ is the URL.`,
 				return err
 			}
 			defer st.Close()
+			go keepPruning(cmd.Context(), st, c.cfg.Retention, c.log)
 			srv := ls.serve(httpstore.Handler(st, ls.opts), c.log)
 			fmt.Fprintln(cmd.OutOrStdout(), ls.url())
 			c.log.Info("serving the store", "url", ls.url(), "store", c.cfg.Store.Kind, "credentials", len(c.cfg.Credentials))
