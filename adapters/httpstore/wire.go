@@ -34,8 +34,8 @@ type request struct {
 	// (the server's page size caps it).
 	ListAfter string `json:"list_after,omitempty"`
 	// Desc lists newest-first: keys in descending order, those before ListAfter.
-	Desc bool `json:"desc,omitempty"`
-	Limit     int    `json:"limit,omitempty"`
+	Desc  bool `json:"desc,omitempty"`
+	Limit int  `json:"limit,omitempty"`
 }
 
 // response is the body of every answer. Error is set exactly when the call failed.
