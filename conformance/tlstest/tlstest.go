@@ -48,6 +48,13 @@ func NewCA(t testing.TB, name string) *CA {
 	return ca
 }
 
+// Pool is a certificate pool that trusts the authority.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
+}
+
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost named name, and
 // returns its certificate and key files.
 func (ca *CA) Server(name string) (certFile, keyFile string) {
