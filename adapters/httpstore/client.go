@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 // Client is a Store served by a Handler at a base URL. It is safe for concurrent use.
 type Client struct {
 	base    string
+	url     string // where calls go: base, or http://unix for a socket
 	token   string
 	wait    time.Duration
 	timeout time.Duration
@@ -31,17 +33,36 @@ type Client struct {
 
 var _ Store = (*Client)(nil)
 
-// Dial returns a client of the server at base ("http://127.0.0.1:7070"). It does not
-// connect: the first call does, and an unreachable server fails that call with
-// adapters.ErrUnreachable.
+// Dial returns a client of the server at base ("http://127.0.0.1:7070", or
+// "unix:/run/loam/ctl.sock" for a server on a Unix socket). It does not connect: the first
+// call does, and an unreachable server fails that call with adapters.ErrUnreachable.
 func Dial(base string, opts *Options) (*Client, error) {
+	if path, ok := strings.CutPrefix(base, "unix:"); ok {
+		o := Options{}
+		if opts != nil {
+			o = *opts
+		}
+		if o.HTTPClient == nil {
+			tr := newTransport(nil, defaultCallTimeout+defaultWatchWait)
+			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
+			}
+			o.HTTPClient = &http.Client{Transport: tr}
+		}
+		c, err := Dial("http://unix", &o)
+		if err == nil {
+			c.base = base
+			c.url = "http://unix"
+		}
+		return c, err
+	}
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, fmt.Errorf("httpstore: store URL %q must start with http:// or https://", base)
 	}
 	if strings.Contains(base, "?") || strings.Contains(base, "@") {
 		return nil, fmt.Errorf("httpstore: store URL must be scheme://host:port with no credentials or query in it (set the token in the options; it is never sent in a URL)")
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), wait: defaultWatchWait, timeout: defaultCallTimeout, maxResp: DefaultMaxResponse}
+	c := &Client{base: strings.TrimRight(base, "/"), url: strings.TrimRight(base, "/"), wait: defaultWatchWait, timeout: defaultCallTimeout, maxResp: DefaultMaxResponse}
 	c.closing, c.close = context.WithCancel(context.Background())
 	var tlsConf *tls.Config
 	if opts != nil {
@@ -97,7 +118,7 @@ func (c *Client) call(ctx context.Context, op string, req *request) (*response, 
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel) // Close ends calls in flight
 	defer stop()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+pathPrefix+op, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+pathPrefix+op, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

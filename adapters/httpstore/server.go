@@ -30,6 +30,10 @@ type Options struct {
 	Token string
 	// Credentials are what a server accepts; a server with none refuses every call.
 	Credentials []Credential
+	// Local, when set, is the identity of every caller, with no credential asked: for a
+	// Unix socket only its owner can open (mode 0600), on which the kernel vouches for the
+	// caller. Never set it on a TCP listener.
+	Local *Identity
 	// Authorize, when set, decides whether the caller may make a call the server was asked
 	// (nil allows every authenticated call). It may rewrite a.Data (the server stamps an
 	// audit entry with the caller's identity); an error refuses the call with

@@ -43,7 +43,8 @@ type ControllerConfig struct {
 	// takes over within one TTL of the active one dying (default 10s).
 	LeaseTTL Duration `toml:"lease_ttl"`
 	// Listen serves /metrics, /healthz and the store API the CLI uses while the daemon
-	// holds the embedded store ("off" turns it off; default 127.0.0.1:9464).
+	// holds the embedded store ("off" turns it off; "unix:/run/loam/ctl.sock" serves a Unix
+	// socket of mode 0600 that needs no credential; default 127.0.0.1:9464).
 	Listen string `toml:"listen"`
 	// Hosts are names clients reach the listen address by (host:port), beyond the address
 	// itself (and localhost for a loopback one): any other Host header is refused, a

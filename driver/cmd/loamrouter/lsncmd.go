@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -69,18 +70,24 @@ func (c *cli) fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	scheme := "http://"
-	if c.cfg.TLS.CertFile != "" {
-		scheme = "https://"
+	base := "http://" + addr
+	tr := &http.Transport{TLSClientConfig: opts.TLSConfig}
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		base = "http://unix"
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}
+	} else if c.cfg.TLS.CertFile != "" {
+		base = "https://" + addr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", addr, err)
 	}
 	if opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+opts.Token)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: opts.TLSConfig}}
+	hc := &http.Client{Transport: tr}
 	res, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("no daemon answers on %s (%w): start `loamrouter serve`, or give --addr of the one that runs", addr, err)

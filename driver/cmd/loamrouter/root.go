@@ -202,6 +202,9 @@ func (c *cli) listenAddr() string { return c.cfg.Controller.Listen }
 
 // daemonURL is the daemon's listen address as a URL: https when it serves TLS.
 func (c *cli) daemonURL() string {
+	if strings.HasPrefix(c.listenAddr(), "unix:") {
+		return c.listenAddr()
+	}
 	if c.cfg.TLS.CertFile != "" {
 		return "https://" + c.listenAddr()
 	}

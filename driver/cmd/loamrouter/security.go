@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -155,6 +156,9 @@ const maxConns = 256
 // It refuses to start without a credential, and off a loopback address without TLS.
 func (c *cli) listen(key, addr string, hosts []string) (*listener, error) {
 	cfg := c.cfg
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return c.listenUnix(key, path)
+	}
 	if len(cfg.Credentials) == 0 {
 		return nil, fmt.Errorf("%s %s serves the store API, but loam.toml has no [[credentials]]: add one, e.g.\n"+
 			"  [[credentials]]\n  name = \"ops\"\n  role = \"operator\"\n  token_file = \"/etc/loam/ops.token\"   # mode 0600\n"+
@@ -199,8 +203,44 @@ func (c *cli) listen(key, addr string, hosts []string) (*listener, error) {
 	return s, nil
 }
 
-// scheme is http or https, as a client must dial it.
+// listenUnix serves on a Unix socket of mode 0600 in a directory of its owner's: only the
+// user running the daemon can connect, so the caller needs no credential and is that user,
+// as a controller (it could read the daemon's own credentials anyway).
+func (c *cli) listenUnix(key, path string) (*listener, error) {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s unix:%s: %w (create the directory, mode 0700)", key, path, err)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s unix:%s: the directory %s is writable by others (mode %v): another user could replace the socket; chmod 700 it", key, path, dir, fi.Mode().Perm())
+	}
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path) // a socket left by a daemon that died
+	}
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("%s unix:%s: %w", key, path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s unix:%s: %w", key, path, err)
+	}
+	who := fmt.Sprintf("unix:uid-%d", os.Getuid())
+	return &listener{addr: "unix:" + path, l: httpstore.LimitListener(l, maxConns), opts: &httpstore.Options{
+		Local:       &httpstore.Identity{Name: who, Role: httpstore.RoleController},
+		Authorize:   storePolicy(c.cfg.Controller.LeaseMaxTTL.Duration),
+		ReadTimeout: c.cfg.Controller.ReadTimeout.Duration,
+	}}, nil
+}
+
+// url is the listener's address as a client dials it (http, https, or unix:<path>).
 func (s *listener) url() string {
+	if strings.HasPrefix(s.addr, "unix:") {
+		return s.addr
+	}
 	if s.tls != nil {
 		return "https://" + s.l.Addr().String()
 	}

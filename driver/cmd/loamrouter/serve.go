@@ -41,7 +41,8 @@ the lease is released so a standby takes over at once. A second signal stops at 
 controller.listen (default 127.0.0.1:9464) serves /metrics (Prometheus) and /healthz to
 anyone, and /status and the store API (that the CLI uses while this daemon holds the
 embedded store) to the [[credentials]] of loam.toml only: serve refuses to start without
-one, and off a loopback address without [tls].
+one, and off a loopback address without [tls]. listen = "unix:/run/loam/ctl.sock" serves a
+socket of mode 0600 instead, whose callers (its owner only) need no credential.
 
 With [[lsn.endpoints]], every daemon (leader or standby) also runs the causal-read LSN
 monitor: each listed Postgres server is polled on a connection of its own for its progress,
