@@ -191,25 +191,38 @@ func TestResponseTooLarge(t *testing.T) {
 	require.ErrorContains(t, err, "larger than this client's bound of 1024 bytes")
 }
 
+// blocking is a store whose GetBlob of "block" waits until released.
+type blocking struct {
+	httpstore.Store
+	entered, release chan struct{}
+}
+
+func (b *blocking) GetBlob(ctx context.Context, key string) (adapters.Blob, error) {
+	if key == "block" {
+		b.entered <- struct{}{}
+		<-b.release
+	}
+	return b.Store.GetBlob(ctx, key)
+}
+
 // TestBusy: a call over the server's cap of concurrent calls is answered at once with
-// ErrBusy instead of queued.
+// ErrBusy instead of queued, and the slot is given back when the call ends.
 func TestBusy(t *testing.T) {
-	opts := withToken(&httpstore.Options{MaxConcurrent: 1, WatchWait: time.Minute})
-	srv := httptest.NewServer(httpstore.Handler(memstore.New(), opts))
+	st := &blocking{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	opts := withToken(&httpstore.Options{MaxConcurrent: 1})
+	srv := httptest.NewServer(httpstore.Handler(st, opts))
 	defer srv.Close()
 	c, _ := httpstore.Dial(srv.URL, opts)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _, _ = c.Watch(ctx, adapters.DBRef{Namespace: "ns", Database: "app"}, 0) }()
-	require.Eventually(t, func() bool {
-		_, err := c.GetBlob(t.Context(), "k")
-		return errors.Is(err, httpstore.ErrBusy)
-	}, 10*time.Second, 5*time.Millisecond)
-	cancel()
-	require.Eventually(t, func() bool {
-		_, err := c.GetBlob(t.Context(), "k")
-		return errors.Is(err, adapters.ErrNotFound)
-	}, 10*time.Second, 5*time.Millisecond, "the slot is given back when the watch ends")
+	held := make(chan error, 1)
+	go func() { _, err := c.GetBlob(t.Context(), "block"); held <- err }()
+	<-st.entered // the one slot is taken
+	_, err := c.GetBlob(t.Context(), "k")
+	require.ErrorIs(t, err, httpstore.ErrBusy)
+	require.ErrorContains(t, err, "1 calls are running, the server's cap")
+	close(st.release)
+	require.ErrorIs(t, <-held, adapters.ErrNotFound)
+	_, err = c.GetBlob(t.Context(), "k")
+	require.ErrorIs(t, err, adapters.ErrNotFound, "the slot is given back when the call ends")
 }
 
 // TestSilentPeer: a peer that accepts the connection and never answers fails the call at
