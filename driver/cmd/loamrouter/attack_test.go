@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
@@ -348,21 +347,8 @@ func TestTLSStoreAndStandby(t *testing.T) {
 	copyFile(t, certFile, srvCert)
 	copyFile(t, keyFile, srvKey)
 	tlsBlock := fmt.Sprintf("\n[tls]\ncert_file = %q\nkey_file = %q\nclient_ca_file = %q\nca_file = %q\nclient_cert_file = %q\nclient_key_file = %q\n", srvCert, srvKey, ca.File, ca.File, cc, ck)
+	p, url := startStoreConf(t, dir, testAuth+tlsBlock)
 	conf := filepath.Join(dir, "store.toml")
-	require.NoError(t, os.WriteFile(conf, []byte(testAuth+tlsBlock), 0o600))
-	p := &proc{t: t, name: "store", stderr: filepath.Join(dir, "store.log"), done: make(chan struct{})}
-	logf, err := os.Create(p.stderr)
-	require.NoError(t, err)
-	p.cmd = exec.Command(binary(t), "--config", conf, "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
-	p.cmd.Stderr = logf
-	out, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start())
-	go func() { p.err = p.cmd.Wait(); logf.Close(); close(p.done) }()
-	t.Cleanup(p.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, p.log())
-	url := strings.TrimSpace(line)
 	require.True(t, strings.HasPrefix(url, "https://"), url)
 
 	// The CLI over TLS, with the CA and its client certificate from the config.
@@ -371,7 +357,7 @@ func TestTLSStoreAndStandby(t *testing.T) {
 	status, body := raw(t, strings.Replace(url, "https://", "http://", 1), "list", "{}", testOpsToken, nil)
 	require.Equal(t, 400, status, "a plaintext request to the TLS port: %s", body)
 	untrusted, _ := httpstore.Dial(url, &httpstore.Options{Token: testOpsToken})
-	_, err = untrusted.ListBlobs(t.Context(), "")
+	_, err := untrusted.ListBlobs(t.Context(), "")
 	require.ErrorContains(t, err, "certificate")
 
 	// A daemon on the TLS store: it leads and pushes generation 1.

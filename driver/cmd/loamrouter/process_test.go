@@ -147,16 +147,23 @@ func (p *proc) log() string {
 	return string(data)
 }
 
-// startStore runs store-serve on a free port and returns its URL.
+// startStore runs store-serve on a free port with the tests' credentials and returns its URL.
 func startStore(t *testing.T, dir string) (*proc, string) {
+	t.Helper()
+	setTestTokens(t)
+	return startStoreConf(t, dir, "[controller]\nread_timeout = \"3s\"\n"+testAuth)
+}
+
+// startStoreConf runs store-serve with conf as its loam.toml and returns its URL (the first
+// line it prints).
+func startStoreConf(t *testing.T, dir, conf string) (*proc, string) {
 	t.Helper()
 	p := &proc{t: t, name: "store", stderr: filepath.Join(dir, "store.log"), done: make(chan struct{})}
 	logf, err := os.Create(p.stderr)
 	require.NoError(t, err)
-	setTestTokens(t)
-	conf := filepath.Join(dir, "store.toml")
-	require.NoError(t, os.WriteFile(conf, []byte("[controller]\nread_timeout = \"3s\"\n"+testAuth), 0o600))
-	p.cmd = exec.Command(binary(t), "--config", conf, "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
+	path := filepath.Join(dir, "store.toml")
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	p.cmd = exec.Command(binary(t), "--config", path, "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
 	p.cmd.Dir = dir
 	p.cmd.Stderr = logf
 	out, err := p.cmd.StdoutPipe()
