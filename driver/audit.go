@@ -5,9 +5,11 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -35,9 +37,13 @@ const (
 
 // AuditEntry is one line of the audit log: who did what, when, and how it went.
 type AuditEntry struct {
-	Key     string `json:"key"`
-	At      int64  `json:"at"` // unix milliseconds, the writer's clock
-	Holder  string `json:"holder"`
+	Key    string `json:"key"`
+	At     int64  `json:"at"` // unix milliseconds, the writer's clock
+	Holder string `json:"holder"`
+	// Who is the authenticated identity that wrote the entry (a credential's name or a
+	// client certificate's subject), stamped by the store server; Holder is what the writer
+	// says of itself. Empty for an entry written to a store the writer opened itself.
+	Who     string `json:"who,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"` // the lease tenure it ran under; 0 outside one (the CLI)
 	Machine string `json:"machine,omitempty"`
 	ID      string `json:"id,omitempty"`
@@ -96,6 +102,26 @@ func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
 	return nil
 }
 
+// StampAuditWho sets the Who of an audit entry's encoding to who: a store server calls it
+// on every entry a client appends, so Who is the identity the server authenticated, not
+// what the client claims. With keep, an entry that already names its Who keeps it (a
+// controller's API relaying an operator's entry to a store server it is a client of).
+// Data that is not an audit entry is refused.
+func StampAuditWho(data []byte, who string, keep bool) ([]byte, error) {
+	var e AuditEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("driver: not an audit entry: %w", err)
+	}
+	if e.Event == "" || e.What == "" {
+		return nil, errors.New("driver: not an audit entry: it needs an event and a what")
+	}
+	if keep && e.Who != "" {
+		return data, nil
+	}
+	e.Who = who
+	return json.Marshal(e)
+}
+
 // AuditFilter selects entries; zero fields select everything.
 type AuditFilter struct {
 	Machine, ID string
@@ -103,24 +129,54 @@ type AuditFilter struct {
 	Limit       int // the last Limit entries
 }
 
-// ReadAudit returns the entries in log order.
+// newestFirst is a store that lists newest-first a page at a time (httpstore.Client).
+type newestFirst interface {
+	EachNewest(ctx context.Context, prefix string, fn func(adapters.Blob) bool) error
+}
+
+// ReadAudit returns the entries in log order. With a Limit, on a store that lists
+// newest-first (a store server), only the pages holding the last Limit entries (or those
+// since Since) are read, not the whole log.
 func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]AuditEntry, error) {
+	var out []AuditEntry
+	var bad error
+	var lastAt int64
+	keep := func(b adapters.Blob) bool {
+		var e AuditEntry
+		if err := json.Unmarshal(b.Data, &e); err != nil {
+			bad = fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
+			return false
+		}
+		e.Key, lastAt = b.Key, e.At
+		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
+			return true
+		}
+		out = append(out, e)
+		return true
+	}
+	if nf, ok := store.(newestFirst); ok && f.Limit > 0 {
+		err := nf.EachNewest(ctx, AuditPrefix, func(b adapters.Blob) bool {
+			// newest first: past Limit matches, or older than Since, nothing more is wanted
+			return keep(b) && len(out) < f.Limit && (f.Since.IsZero() || lastAt >= f.Since.UnixMilli())
+		})
+		if err == nil {
+			err = bad
+		}
+		if err != nil {
+			return nil, fmt.Errorf("driver: reading the audit log: %w", err)
+		}
+		slices.Reverse(out)
+		return out, nil
+	}
 	blobs, err := store.ListBlobs(ctx, AuditPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("driver: reading the audit log: %w", err)
 	}
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Key < blobs[j].Key })
-	var out []AuditEntry
 	for _, b := range blobs {
-		var e AuditEntry
-		if err := json.Unmarshal(b.Data, &e); err != nil {
-			return nil, fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
+		if !keep(b) {
+			return nil, bad
 		}
-		e.Key = b.Key
-		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
-			continue
-		}
-		out = append(out, e)
 	}
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[len(out)-f.Limit:]

@@ -19,6 +19,25 @@ const DefaultLeaseKey = "lease/controller"
 // DefaultLeaseTTL is how long a lease lasts without renewal.
 const DefaultLeaseTTL = 10 * time.Second
 
+// DefaultLeaseMaxTTL is the longest TTL a lease blob is believed to carry.
+const DefaultLeaseMaxTTL = 60 * time.Second
+
+// CheckLeaseBlob refuses lease data that does not decode or whose TTL is not in (0, max]:
+// a store server checks every lease a client writes with it.
+func CheckLeaseBlob(data []byte, max time.Duration) error {
+	var d leaseData
+	if err := json.Unmarshal(data, &d); err != nil {
+		return fmt.Errorf("driver: not a lease: %w", err)
+	}
+	if d.Holder == "" {
+		return errors.New("driver: a lease needs a holder")
+	}
+	if ttl := time.Duration(d.TTLMS) * time.Millisecond; d.TTLMS <= 0 || ttl > max {
+		return fmt.Errorf("driver: the lease's TTL %v is outside (0, %v], the configured maximum (controller.lease_max_ttl)", ttl, max)
+	}
+	return nil
+}
+
 // ErrNotLeader is returned by a guarded store (Lease.Guard) for a write made while the
 // lease is not held, and by Hold when the lease was lost: a deposed controller's step is
 // refused instead of executed.
@@ -52,6 +71,10 @@ type LeaseOptions struct {
 	Key    string        // default DefaultLeaseKey
 	Holder string        // this controller's name; required
 	TTL    time.Duration // default DefaultLeaseTTL
+	// MaxTTL caps the TTL this controller believes another holder's lease blob (default
+	// DefaultLeaseMaxTTL, at least TTL): a blob written with a ten-year TTL holds the
+	// standbys off for MaxTTL at most.
+	MaxTTL time.Duration
 	Logger *slog.Logger
 	// OnChange, when set, is told every time this controller takes or loses the lease.
 	OnChange func(t Token, held bool)
@@ -99,6 +122,12 @@ func NewLease(store adapters.BlobStore, opts LeaseOptions) (*Lease, error) {
 	if opts.TTL < 10*time.Millisecond {
 		return nil, fmt.Errorf("driver: lease TTL %v is below 10ms; renewals could not keep up", opts.TTL)
 	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = max(DefaultLeaseMaxTTL, opts.TTL)
+	}
+	if opts.MaxTTL < opts.TTL {
+		return nil, fmt.Errorf("driver: lease MaxTTL %v is below the TTL %v", opts.MaxTTL, opts.TTL)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -137,7 +166,9 @@ func (l *Lease) Acquire(ctx context.Context) (Token, error) {
 	var lastHolder string // for logs
 	poll := max(l.opts.TTL/8, time.Millisecond)
 	for {
-		b, err := l.store.GetBlob(ctx, l.opts.Key)
+		cctx, cancel := context.WithTimeout(ctx, l.opts.TTL)
+		b, err := l.store.GetBlob(cctx, l.opts.Key)
+		cancel()
 		var expect uint64
 		take := false
 		switch {
@@ -154,7 +185,7 @@ func (l *Lease) Acquire(ctx context.Context) (Token, error) {
 				l.log.Warn("the lease blob does not decode; treating it as held until it expires", "err", jerr)
 			}
 			if d.TTLMS > 0 {
-				ttl = time.Duration(d.TTLMS) * time.Millisecond
+				ttl = min(time.Duration(d.TTLMS)*time.Millisecond, l.opts.MaxTTL)
 			}
 			if b.Version != seen {
 				seen, seenAt = b.Version, time.Now()
@@ -168,7 +199,9 @@ func (l *Lease) Acquire(ctx context.Context) (Token, error) {
 		}
 		if take {
 			sent := time.Now()
-			v, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(0, false))
+			cctx, cancel := context.WithTimeout(ctx, l.opts.TTL)
+			v, err := l.store.PutBlob(cctx, l.opts.Key, expect, l.encode(0, false))
+			cancel()
 			if err == nil {
 				return l.took(v, sent), nil
 			}
@@ -230,7 +263,11 @@ func (l *Lease) Hold(ctx context.Context) error {
 		tok, expect := l.token, l.version
 		l.mu.Unlock()
 		sent := time.Now()
-		v, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(tok.Epoch, false))
+		// A renewal that has not answered when the tenure ends is of no use: the call's
+		// deadline is the tenure's end, so a store that never answers cannot hold it.
+		cctx, cancel := context.WithDeadline(ctx, until)
+		v, err := l.store.PutBlob(cctx, l.opts.Key, expect, l.encode(tok.Epoch, false))
+		cancel()
 		switch {
 		case err == nil:
 			l.mu.Lock()
@@ -285,7 +322,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.opts.OnChange != nil {
 		l.opts.OnChange(tok, false)
 	}
-	_, err := l.store.PutBlob(ctx, l.opts.Key, expect, l.encode(tok.Epoch, true))
+	cctx, cancel := context.WithTimeout(ctx, l.opts.TTL)
+	defer cancel()
+	_, err := l.store.PutBlob(cctx, l.opts.Key, expect, l.encode(tok.Epoch, true))
 	if errors.Is(err, adapters.ErrConflict) {
 		return nil
 	}

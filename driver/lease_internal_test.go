@@ -193,3 +193,68 @@ func (f *flaky) PutBlob(ctx context.Context, key string, expect uint64, data []b
 	}
 	return f.Store.PutBlob(ctx, key, expect, data)
 }
+
+// TestLeaseMaxTTL: a lease blob written with a ten-year TTL (by a buggy or hostile writer)
+// holds a standby off for MaxTTL at most, not ten years; CheckLeaseBlob refuses it.
+func TestLeaseMaxTTL(t *testing.T) {
+	st := memstore.New()
+	evil := []byte(`{"holder":"mallory","ttl_ms":315360000000}`)
+	require.ErrorContains(t, CheckLeaseBlob(evil, time.Minute), "outside (0, 1m0s]")
+	require.NoError(t, CheckLeaseBlob([]byte(`{"holder":"a","ttl_ms":10000}`), time.Minute))
+	_, err := st.PutBlob(t.Context(), DefaultLeaseKey, 0, evil)
+	require.NoError(t, err)
+	l, err := NewLease(st, LeaseOptions{Holder: "b", TTL: 50 * time.Millisecond, MaxTTL: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	tok, err := l.Acquire(ctx)
+	require.NoError(t, err, "the ten-year lease was believed")
+	require.Equal(t, "b", tok.Holder)
+}
+
+// silentStore never answers: every call waits for its context.
+type silentStore struct{ adapters.BlobStore }
+
+func (silentStore) GetBlob(ctx context.Context, key string) (adapters.Blob, error) {
+	<-ctx.Done()
+	return adapters.Blob{}, ctx.Err()
+}
+
+func (silentStore) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestLeaseCallsHaveDeadlines: a holder whose store accepts a renewal and never answers
+// loses the lease at its tenure's end (the renewal's deadline), instead of waiting on the
+// call while it may no longer hold the lease.
+func TestLeaseCallsHaveDeadlines(t *testing.T) {
+	st := memstore.New()
+	sw := &switchable{BlobStore: st}
+	l, err := NewLease(sw, LeaseOptions{Holder: "a", TTL: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	_, err = l.Acquire(t.Context())
+	require.NoError(t, err)
+	sw.silent.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- l.Hold(context.Background()) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrNotLeader)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Hold waited on a store that never answers")
+	}
+}
+
+// switchable is a store that turns silent when told.
+type switchable struct {
+	adapters.BlobStore
+	silent atomic.Bool
+}
+
+func (s *switchable) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	if s.silent.Load() {
+		return silentStore{}.PutBlob(ctx, key, expect, data)
+	}
+	return s.BlobStore.PutBlob(ctx, key, expect, data)
+}

@@ -20,6 +20,13 @@
 // Options.WatchWait (default 20s) and the client asks again until its context ends, so a
 // change is seen as soon as the store behind the server sees it.
 //
-// The protocol has no encryption; a bearer token (Options.Token) keeps other local users
-// out. Serve it on a loopback address or behind a TLS proxy.
+// Every call is authenticated: the server accepts the Credentials it is given (bearer
+// tokens, compared in constant time, never taken from a URL; or client certificates under
+// mutual TLS) and refuses everything when it has none. Options.Authorize decides what each
+// identity may touch (loamrouter gives operators and controllers different key spaces).
+// Requests a browser could be made to send are refused: any Origin header, a Content-Type
+// other than application/json, a Host the server does not listen as. Servers are bounded
+// (NewServer's timeouts, MaxBody, MaxConcurrent, paged lists) and so are clients (a
+// deadline on every call, MaxResponse). TLS: ServerTLS with LoadCertFiles (reloadable),
+// ClientTLS with a CA file.
 package httpstore

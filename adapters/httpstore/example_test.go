@@ -15,9 +15,14 @@ import (
 // Serving a store to other processes: one process mounts Handler over its store, the
 // others Dial it and use it as any ShardMapStore and BlobStore, conflicts included.
 func Example() {
-	srv := httptest.NewServer(httpstore.Handler(memstore.New(), &httpstore.Options{Token: "s3cret"}))
+	// The server accepts the credentials it is given (here one controller token, in a
+	// deployment read from a file or the environment); the client sends its token.
+	token := "example-token"
+	srv := httptest.NewServer(httpstore.Handler(memstore.New(), &httpstore.Options{
+		Credentials: []httpstore.Credential{{Name: "ctl-a", Role: httpstore.RoleController, Token: token}},
+	}))
 	defer srv.Close()
-	st, _ := httpstore.Dial(srv.URL, &httpstore.Options{Token: "s3cret"})
+	st, _ := httpstore.Dial(srv.URL, &httpstore.Options{Token: token})
 	defer st.Close()
 
 	ctx := context.Background()

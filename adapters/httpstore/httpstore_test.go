@@ -19,8 +19,28 @@ import (
 	"loam.dev/router/conformance"
 )
 
+// testToken is the credential of the tests' servers (made up for the test; not a secret).
+const testToken = "test-token-0123456789"
+
+// withToken returns opts (or new options) with a controller credential the server accepts
+// and the client sends.
+func withToken(opts *httpstore.Options) *httpstore.Options {
+	o := httpstore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Token == "" {
+		o.Token = testToken
+	}
+	if o.Credentials == nil {
+		o.Credentials = []httpstore.Credential{{Name: "test", Role: httpstore.RoleController, Token: o.Token}}
+	}
+	return &o
+}
+
 // serve starts a server over s and returns a client of it; both end with the test.
 func serve(t conformance.TB, s httpstore.Store, opts *httpstore.Options) *httpstore.Client {
+	opts = withToken(opts)
 	srv := httptest.NewServer(httpstore.Handler(s, opts))
 	t.Cleanup(srv.Close)
 	c, err := httpstore.Dial(srv.URL, opts)
@@ -55,7 +75,7 @@ func (s *served) close() {
 func openServed(t conformance.TB, path string) *served {
 	b, err := boltstore.Open(path, nil)
 	require.NoError(t, err)
-	opts := &httpstore.Options{Token: "s3cret", WatchWait: 150 * time.Millisecond}
+	opts := withToken(&httpstore.Options{WatchWait: 150 * time.Millisecond})
 	srv := httptest.NewServer(httpstore.Handler(b, opts))
 	c, err := httpstore.Dial(srv.URL, opts)
 	require.NoError(t, err)
@@ -94,13 +114,14 @@ func TestStoreContractOverBolt(t *testing.T) {
 }
 
 func TestWrongTokenIsRefused(t *testing.T) {
-	srv := httptest.NewServer(httpstore.Handler(memstore.New(), &httpstore.Options{Token: "right"}))
+	srv := httptest.NewServer(httpstore.Handler(memstore.New(), withToken(&httpstore.Options{Token: "right"})))
 	defer srv.Close()
 	c, err := httpstore.Dial(srv.URL, &httpstore.Options{Token: "wrong"})
 	require.NoError(t, err)
 	_, err = c.GetBlob(t.Context(), "k")
 	require.ErrorContains(t, err, "HTTP 401")
-	require.ErrorContains(t, err, "bearer token")
+	require.ErrorContains(t, err, "missing or wrong credential")
+	require.ErrorIs(t, err, httpstore.ErrUnauthenticated)
 }
 
 // TestUnreachableServer: a server that is not there is ErrUnreachable, never ErrNotFound

@@ -30,6 +30,12 @@ type request struct {
 	Key       string `json:"key,omitempty"`
 	Data      []byte `json:"data,omitempty"`
 	Prefix    string `json:"prefix,omitempty"`
+	// After and Limit page a list: the blobs whose keys sort after After, at most Limit
+	// (the server's page size caps it).
+	ListAfter string `json:"list_after,omitempty"`
+	// Desc lists newest-first: keys in descending order, those before ListAfter.
+	Desc  bool `json:"desc,omitempty"`
+	Limit int  `json:"limit,omitempty"`
 }
 
 // response is the body of every answer. Error is set exactly when the call failed.
@@ -39,8 +45,10 @@ type response struct {
 	Blob    *wireBlob  `json:"blob,omitempty"`
 	Blobs   []wireBlob `json:"blobs,omitempty"`
 	// Pending: a watch waited its whole time without a newer record; ask again.
-	Pending bool       `json:"pending,omitempty"`
-	Error   *wireError `json:"error,omitempty"`
+	Pending bool `json:"pending,omitempty"`
+	// More: a list page that is not the last; ask again after its last key.
+	More  bool       `json:"more,omitempty"`
+	Error *wireError `json:"error,omitempty"`
 }
 
 type wireBlob struct {
@@ -59,7 +67,12 @@ const (
 	kindClosed       = "closed"
 	kindCorrupt      = "corrupt"
 	kindBadRequest   = "bad_request" // the request itself was malformed
-	kindOther        = "other"
+	// Refusals before the call ran (see ErrUnauthenticated and the others).
+	kindUnauthenticated = "unauthenticated"
+	kindForbidden       = "forbidden"
+	kindTooLarge        = "too_large"
+	kindBusy            = "busy"
+	kindOther           = "other"
 )
 
 type wireError struct {
@@ -93,6 +106,19 @@ func decodeResponse(body []byte) (*response, error) {
 	return &r, nil
 }
 
+// decodeRequest parses a request body: the one decoder of untrusted bytes on the server's
+// side (FuzzDecodeRequest).
+func decodeRequest(body []byte) (*request, error) {
+	var r request
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("httpstore: request is not JSON: %w", err)
+	}
+	if r.Limit < 0 || r.WaitMS < 0 {
+		return nil, fmt.Errorf("httpstore: request has a negative limit (%d) or wait_ms (%d)", r.Limit, r.WaitMS)
+	}
+	return &r, nil
+}
+
 // asError turns a wire error back into the error value the store returned.
 func (w *wireError) asError(db adapters.DBRef) error {
 	switch w.Kind {
@@ -116,6 +142,14 @@ func (w *wireError) asError(db adapters.DBRef) error {
 		return &remoteError{msg: w.Message, is: adapters.ErrClosed}
 	case kindCorrupt:
 		return &remoteError{msg: w.Message, is: adapters.ErrCorrupt}
+	case kindUnauthenticated:
+		return &remoteError{msg: w.Message, is: ErrUnauthenticated}
+	case kindForbidden:
+		return &remoteError{msg: w.Message, is: ErrForbidden}
+	case kindTooLarge:
+		return &remoteError{msg: w.Message, is: ErrTooLarge}
+	case kindBusy:
+		return &remoteError{msg: w.Message, is: ErrBusy}
 	}
 	return &remoteError{msg: w.Message}
 }

@@ -18,7 +18,10 @@ func newAuditCmd(c *cli) *cobra.Command {
 		Long: `audit reads the append-only audit log from the store. Each executed command has two
 entries: exec (before it ran) and result (after, with "ok" or the error and the duration).
 Operator actions (map apply, cutover start, ...) and lease changes are entries too. Entries
-carry the lease epoch they ran under, so a takeover shows as a new epoch.`,
+carry the lease epoch they ran under, so a takeover shows as a new epoch. An entry written
+through a store server or a daemon's API also says "by <credential>": the identity the
+server authenticated (a credential's name or a client certificate's subject), which the
+writer cannot choose; the holder before it is what the writer says of itself.`,
 		Example: `  loamrouter audit
   loamrouter audit --machine cutover --id default/app
   loamrouter audit --since 1h --output json | jq .`,
@@ -61,6 +64,9 @@ carry the lease epoch they ran under, so a takeover shows as a new epoch.`,
 func formatAudit(e driver.AuditEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-22s", time.UnixMilli(e.At).Format("2006-01-02 15:04:05.000"), driver.Token{Holder: e.Holder, Epoch: e.Epoch})
+	if e.Who != "" {
+		fmt.Fprintf(&b, " by %s", e.Who) // the identity the store server authenticated
+	}
 	if e.Machine != "" {
 		fmt.Fprintf(&b, " %s %s", e.Machine, e.ID)
 	} else if e.ID != "" {

@@ -27,6 +27,10 @@ type Config struct {
 	Databases  []DatabaseConfig `toml:"databases"`
 	Fencing    []FencingConfig  `toml:"fencing"`
 	LSN        LSNConfig        `toml:"lsn"`
+	// Credentials are who this process's servers (controller.listen, store-serve) accept.
+	Credentials []CredentialConfig `toml:"credentials"`
+	TLS         TLSConfig          `toml:"tls"`
+	Retention   RetentionConfig    `toml:"retention"`
 
 	path string // the file it came from, for messages
 }
@@ -39,10 +43,24 @@ type ControllerConfig struct {
 	// takes over within one TTL of the active one dying (default 10s).
 	LeaseTTL Duration `toml:"lease_ttl"`
 	// Listen serves /metrics, /healthz and the store API the CLI uses while the daemon
-	// holds the embedded store ("off" turns it off; default 127.0.0.1:9464).
+	// holds the embedded store ("off" turns it off; "unix:/run/loam/ctl.sock" serves a Unix
+	// socket of mode 0600 that needs no credential; default 127.0.0.1:9464).
 	Listen string `toml:"listen"`
-	// TokenEnv names the environment variable holding the bearer token of the store API.
-	TokenEnv string `toml:"token_env"`
+	// Hosts are names clients reach the listen address by (host:port), beyond the address
+	// itself (and localhost for a loopback one): any other Host header is refused, a
+	// defence against DNS rebinding. A wildcard bind (0.0.0.0) needs them.
+	Hosts []string `toml:"hosts"`
+	// TokenEnv or TokenFile hold the token the CLI sends to this daemon's listen address
+	// (one of the [[credentials]] it accepts).
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+	// LeaseMaxTTL caps the TTL a lease blob may carry (default 60s, at least lease_ttl): a
+	// lease written with a longer one is refused by the store servers and read as this long
+	// by every controller, so no writer can stop the others for longer.
+	LeaseMaxTTL Duration `toml:"lease_max_ttl"`
+	// ReadTimeout bounds how long the API servers (controller.listen, store-serve) read one
+	// request, headers and body (default 10s): a client sending a byte at a time is cut off.
+	ReadTimeout Duration `toml:"read_timeout"`
 	// DrainTimeout bounds a graceful stop (SIGTERM): commands in flight get this long to
 	// finish and be recorded (default 30s).
 	DrainTimeout Duration `toml:"drain_timeout"`
@@ -59,8 +77,55 @@ type StoreConfig struct {
 	PD []string `toml:"pd"`
 	// URL is the store server (kind remote), e.g. http://127.0.0.1:7070.
 	URL string `toml:"url"`
-	// TokenEnv names the environment variable holding the store server's bearer token.
-	TokenEnv string `toml:"token_env"`
+	// TokenEnv or TokenFile hold the token this process sends to the store server (kind
+	// remote): a controller's credential for a daemon, an operator's for the CLI.
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+}
+
+// CredentialConfig is one identity the servers accept: a bearer token (from an
+// environment variable or a file readable by its owner only) or a client certificate's
+// common name (with tls.client_ca_file). Role says what it may do: operator (status, the
+// record, cutover and failover requests and decisions, reading and appending to the
+// audit log) or controller (also machine snapshots, the lease and histories).
+type CredentialConfig struct {
+	Name      string `toml:"name"`
+	Role      string `toml:"role"`
+	TokenEnv  string `toml:"token_env"`
+	TokenFile string `toml:"token_file"`
+	CertCN    string `toml:"cert_cn"`
+
+	token string // read from TokenEnv or TokenFile by check
+}
+
+// RetentionConfig bounds the audit log and the cutover and failover histories. The
+// process that owns the store prunes them (store-serve; serve on the embedded store or
+// TiKV) at start and every Every: entries older than the age, and all but the newest
+// count (for histories: per database and kind). Zero keeps the default; "0s" or 0 cannot
+// switch a bound off, so the store never grows without bound.
+type RetentionConfig struct {
+	AuditMaxAge     Duration `toml:"audit_max_age"`     // default 720h (30 days)
+	AuditMaxCount   int      `toml:"audit_max_count"`   // default 100000
+	HistoryMaxAge   Duration `toml:"history_max_age"`   // default 2160h (90 days), failovers (their keys hold the time)
+	HistoryMaxCount int      `toml:"history_max_count"` // default 100 per database and kind
+	Every           Duration `toml:"every"`             // default 10m
+}
+
+// TLSConfig is TLS for this process's listeners and for the servers it dials.
+type TLSConfig struct {
+	// CertFile and KeyFile (PEM) are served on controller.listen and by store-serve; they
+	// are read again on SIGHUP.
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// ClientCAFile, when set, requires every client of those listeners to present a
+	// certificate it signed (mutual TLS).
+	ClientCAFile string `toml:"client_ca_file"`
+	// CAFile is the authority the certificates of https:// servers this process dials
+	// (store.url, a daemon's listen address) must chain to (default: the system's roots).
+	CAFile string `toml:"ca_file"`
+	// ClientCertFile and ClientKeyFile are presented to those servers (mutual TLS).
+	ClientCertFile string `toml:"client_cert_file"`
+	ClientKeyFile  string `toml:"client_key_file"`
 }
 
 // AlertsConfig says where the in-doubt monitor's and the cutover's alerts go.
@@ -380,6 +445,8 @@ const (
 	defaultDataDir = "./loam-data"
 	defaultListen  = "127.0.0.1:9464"
 	defaultDrain   = 30 * time.Second
+	// defaultLeaseMaxTTL caps lease TTLs: six default TTLs.
+	defaultLeaseMaxTTL = 60 * time.Second
 )
 
 // check validates values and fills defaults; errors name the key and the fix.
@@ -396,6 +463,17 @@ func (c *Config) check() error {
 	}
 	if c.Controller.LeaseTTL.Duration != 0 && c.Controller.LeaseTTL.Duration < 100*time.Millisecond {
 		return bad("controller.lease_ttl", "%v is too short to renew over a network; use at least \"1s\" (default \"10s\")", c.Controller.LeaseTTL.Duration)
+	}
+	if ttl := c.Controller.LeaseTTL.Or(10 * time.Second); c.Controller.LeaseMaxTTL.Duration == 0 {
+		c.Controller.LeaseMaxTTL.Duration = max(defaultLeaseMaxTTL, ttl)
+	} else if c.Controller.LeaseMaxTTL.Duration < ttl {
+		return bad("controller.lease_max_ttl", "%v is below controller.lease_ttl %v: this controller's own lease would be refused; raise it (default \"60s\")", c.Controller.LeaseMaxTTL.Duration, ttl)
+	}
+	if err := c.checkSecurity(bad); err != nil {
+		return err
+	}
+	if err := c.Retention.check(bad); err != nil {
+		return err
 	}
 	switch c.Store.Kind {
 	case "", "bolt":
@@ -499,6 +577,29 @@ func (c *Config) check() error {
 		}
 	}
 	return c.LSN.check(bad)
+}
+
+// check fills [retention]'s defaults.
+func (r *RetentionConfig) check(bad func(key, format string, a ...any) error) error {
+	if r.AuditMaxCount < 0 || r.HistoryMaxCount < 0 {
+		return bad("retention", "counts must be positive (audit_max_count %d, history_max_count %d)", r.AuditMaxCount, r.HistoryMaxCount)
+	}
+	if r.AuditMaxAge.Duration == 0 {
+		r.AuditMaxAge.Duration = 720 * time.Hour
+	}
+	if r.AuditMaxCount == 0 {
+		r.AuditMaxCount = 100_000
+	}
+	if r.HistoryMaxAge.Duration == 0 {
+		r.HistoryMaxAge.Duration = 2160 * time.Hour
+	}
+	if r.HistoryMaxCount == 0 {
+		r.HistoryMaxCount = 100
+	}
+	if r.Every.Duration == 0 {
+		r.Every.Duration = 10 * time.Minute
+	}
+	return nil
 }
 
 // Defaults of [lsn], as the proxy's.

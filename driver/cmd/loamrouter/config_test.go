@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 // where the decoder knows it, the key's full name, and what would be accepted.
 func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 	t.Setenv("SET_PW", "x")
+	t.Setenv("LONG_TOKEN", "0123456789abcdef0123")
 	for _, c := range []struct{ name, text, want string }{
 		{"unknown key with a suggestion", "[controller]\nlease_tll = \"5s\"\n", `loam.toml:2: controller.lease_tll: unknown key (did you mean "lease_ttl"?)`},
 		{"unknown table", "[controler]\nid = \"x\"\n", `loam.toml:1: controler: unknown key (did you mean "controller"?)`},
@@ -46,6 +50,18 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 		{"lsn endpoint twice", "[[lsn.endpoints]]\nhost = \"a\"\n[[lsn.endpoints]]\nhost = \"b\"\n[[lsn.endpoints]]\nhost = \"a\"\nport = 5432\n", "lsn.endpoints[2]: a:5432 is listed twice (also lsn.endpoints[0]): a server is polled once however many hostgroups list it"},
 		{"lsn sslmode", "[lsn]\nsslmode = \"yes\"\n", `lsn.sslmode: "yes" is not an sslmode`},
 		{"lsn password env", "[lsn]\npassword_env = \"LOAM_SURELY_UNSET_VAR\"\n", "lsn.password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
+		{"credential token unset", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"LOAM_SURELY_UNSET_VAR\"\n", "credentials[0].token_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
+		{"credential token short", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"SET_PW\"\n", "credentials[0].token_env: the token is 1 characters; use at least 16"},
+		{"credential token file missing", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_file = \"/surely/not/there\"\n", "credentials[0].token_file: stat /surely/not/there"},
+		{"credential role", "[[credentials]]\nname = \"ops\"\nrole = \"admin\"\ntoken_env = \"LONG_TOKEN\"\n", `credentials[0].role: "admin" is not a role`},
+		{"credential without secret", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\n", "credentials[0]: give the credential a token_env, a token_file or a cert_cn"},
+		{"credential twice", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"LONG_TOKEN\"\n[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"LONG_TOKEN\"\n", `credentials[1].name: every credential needs a unique name`},
+		{"credential same token", "[[credentials]]\nname = \"a\"\nrole = \"operator\"\ntoken_env = \"LONG_TOKEN\"\n[[credentials]]\nname = \"b\"\nrole = \"controller\"\ntoken_env = \"LONG_TOKEN\"\n", `credentials[1].token_env: the same token as credential "a"`},
+		{"cert credential without CA", "[[credentials]]\nname = \"a\"\nrole = \"operator\"\ncert_cn = \"ops\"\n", "credentials[0].cert_cn: a certificate credential needs tls.client_ca_file"},
+		{"client token unset", "[controller]\ntoken_env = \"LOAM_SURELY_UNSET_VAR\"\n", "controller.token_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
+		{"store token unset", "[store]\nkind = \"remote\"\nurl = \"http://127.0.0.1:1\"\ntoken_env = \"LOAM_SURELY_UNSET_VAR\"\n", "store.token_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
+		{"tls half", "[tls]\ncert_file = \"a.crt\"\n", "tls: give both cert_file and key_file"},
+		{"lease max below ttl", "[controller]\nlease_ttl = \"30s\"\nlease_max_ttl = \"10s\"\n", "controller.lease_max_ttl: 10s is below controller.lease_ttl 30s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseConfig("loam.toml", []byte(c.text))
@@ -107,4 +123,18 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatal("no config and no error")
 		}
 	})
+}
+
+// TestTokenFileMustBePrivate: a token file others can read is refused, naming the fix.
+func TestTokenFileMustBePrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.token")
+	require.NoError(t, os.WriteFile(path, []byte("0123456789abcdef0123\n"), 0o644))
+	text := fmt.Sprintf("[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_file = %q\n", path)
+	_, err := ParseConfig("loam.toml", []byte(text))
+	require.ErrorContains(t, err, "credentials[0].token_file: "+path+" is readable by others (mode -rw-r--r--)")
+	require.ErrorContains(t, err, "chmod 600")
+	require.NoError(t, os.Chmod(path, 0o600))
+	c, err := ParseConfig("loam.toml", []byte(text))
+	require.NoError(t, err)
+	require.Equal(t, "0123456789abcdef0123", c.credentials()[0].Token, "the token is read trimmed")
 }

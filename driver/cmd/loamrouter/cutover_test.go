@@ -48,6 +48,7 @@ func cutoverConfig(t *testing.T, dir, listen string) string {
 id = "ctl-test"
 lease_ttl = "1s"
 listen = %q
+token_env = "LOAM_TEST_OPS_TOKEN"
 
 [store]
 dir = %q
@@ -78,7 +79,7 @@ admin = "127.0.0.1:6402"
 [[databases.routers]]
 id = "pgdog-3"
 admin = "127.0.0.1:6403"
-`, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"))
+`+testAuth, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"))
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	return path
 }
@@ -88,6 +89,7 @@ func setFleetSecrets(t *testing.T) {
 	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
 	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
 	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setTestTokens(t)
 }
 
 // cliRun runs one command with the world as the fleet.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,7 +268,11 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	if err := os.WriteFile(confPath, []byte(demoConfig(root, listen)), 0o600); err != nil {
 		return nil, err
 	}
-	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw"} {
+	token, err := demoToken()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw", "LOAM_DEMO_TOKEN": token} {
 		os.Setenv(k, v)
 	}
 	cfg, err := LoadConfig(confPath)
@@ -321,7 +327,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		}
 	})
 	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logFile.Name())
-	remote, err := waitForStore(ctx, "http://"+listen)
+	remote, err := waitForStore(ctx, "http://"+listen, token)
 	if err != nil {
 		return nil, err
 	}
@@ -642,6 +648,15 @@ id = "demo-controller"
 lease_ttl = "2s"
 listen = %q
 drain_timeout = "20s"
+# The CLI's credential for this daemon's API (a random token made by the demo).
+token_env = "LOAM_DEMO_TOKEN"
+
+# Who the daemon's API accepts: the demo's CLI, as a controller (the fencing commands
+# write machine snapshots).
+[[credentials]]
+name = "demo-cli"
+role = "controller"
+token_env = "LOAM_DEMO_TOKEN"
 
 [store]
 dir = %q
@@ -669,8 +684,17 @@ retry_after = "100ms"
 %s`, listen, filepath.Join(root, "loam-data"), filepath.Join(root, "files"), routers.String())
 }
 
-func waitForStore(ctx context.Context, url string) (*httpstore.Client, error) {
-	c, err := httpstore.Dial(url, nil)
+// demoToken is a fresh random token for the demo's controller API.
+func demoToken() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func waitForStore(ctx context.Context, url, token string) (*httpstore.Client, error) {
+	c, err := httpstore.Dial(url, &httpstore.Options{Token: token})
 	if err != nil {
 		return nil, err
 	}

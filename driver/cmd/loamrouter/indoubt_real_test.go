@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
@@ -58,6 +57,7 @@ listen = %q
 [store]
 kind = "remote"
 url = %q
+token_env = "LOAM_TEST_CTL_TOKEN"
 [alerts]
 kind = "file"
 path = %q
@@ -72,7 +72,7 @@ shard_sslmode = "disable"
 [databases.indoubt]
 period = "150ms"
 threshold = "1ms"
-`, id, listen[id], url, alerts)), 0o600))
+`+testAuth, id, listen[id], url, alerts)), 0o600))
 		return path
 	}
 	procs := map[string]*proc{"a": start(t, dir, "a", "serve", "--config", conf("a"))}
@@ -90,9 +90,7 @@ threshold = "1ms"
 	require.Equal(t, "7", first.Alert.Instance)
 	procs["b"] = start(t, dir, "b", "serve", "--config", conf("b"))
 
-	st, err := httpstore.Dial(url, nil)
-	require.NoError(t, err)
-	defer st.Close()
+	st := opsClient(t, url)
 	// Wait until the delivery is saved (the alert no longer in the outbox) and a later round
 	// has run, then kill the leader.
 	var before indoubt.Snapshot

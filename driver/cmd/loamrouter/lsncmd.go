@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -41,7 +42,7 @@ its history), the age of its latest poll, and its poll errors.`,
 			if addr == "" {
 				addr = c.listenAddr()
 			}
-			v, err := fetchLSNView(cmd.Context(), addr)
+			v, err := c.fetchLSNView(cmd.Context(), addr)
 			if err != nil {
 				return err
 			}
@@ -58,23 +59,43 @@ its history), the age of its latest poll, and its poll errors.`,
 var errNoLSNMonitor = errors.New("the daemon runs no LSN monitor")
 
 // fetchLSNView reads the view from a daemon's /status.
-func fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
+// /status needs a credential: the CLI's controller.token_env/token_file (or --token-env).
+func (c *cli) fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
 	if addr == "off" {
 		return nil, errors.New("controller.listen is off: the daemon serves no /status; give --addr of a daemon that listens")
 	}
+	opts, err := c.clientOptions("controller.token", c.cfg.Controller.TokenEnv, c.cfg.Controller.TokenFile)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	base := "http://" + addr
+	tr := &http.Transport{TLSClientConfig: opts.TLSConfig}
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		base = "http://unix"
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}
+	} else if c.cfg.TLS.CertFile != "" {
+		base = "https://" + addr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", addr, err)
 	}
-	res, err := http.DefaultClient.Do(req)
+	if opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+opts.Token)
+	}
+	hc := &http.Client{Transport: tr}
+	res, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("no daemon answers on %s (%w): start `loamrouter serve`, or give --addr of the one that runs", addr, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s/status answered %s", addr, res.Status)
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		return nil, fmt.Errorf("%s/status answered %s: %s", addr, res.Status, strings.TrimSpace(string(body)))
 	}
 	var st struct {
 		LSN *lsnView `json:"lsn"`

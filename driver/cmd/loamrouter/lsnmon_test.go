@@ -43,7 +43,8 @@ func serveInProcess(t *testing.T, conf, listen string) {
 func lsnConfig(t *testing.T, dir, listen string, endpoints ...string) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[controller]\nid = \"ctl-lsn\"\nlisten = %q\n[store]\ndir = %q\n", listen, filepath.Join(dir, "data"))
+	setTestTokens(t)
+	fmt.Fprintf(&b, "%s\n[controller]\nid = \"ctl-lsn\"\ntoken_env = \"LOAM_TEST_OPS_TOKEN\"\nlisten = %q\n[store]\ndir = %q\n", testAuth, listen, filepath.Join(dir, "data"))
 	if len(endpoints) > 0 {
 		b.WriteString("[lsn]\nuser = \"postgres\"\nsslmode = \"disable\"\n")
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,13 +148,23 @@ func (p *proc) log() string {
 	return string(data)
 }
 
-// startStore runs store-serve on a free port and returns its URL.
+// startStore runs store-serve on a free port with the tests' credentials and returns its URL.
 func startStore(t *testing.T, dir string) (*proc, string) {
+	t.Helper()
+	setTestTokens(t)
+	return startStoreConf(t, dir, "[controller]\nread_timeout = \"3s\"\n"+testAuth)
+}
+
+// startStoreConf runs store-serve with conf as its loam.toml and returns its URL (the first
+// line it prints).
+func startStoreConf(t *testing.T, dir, conf string) (*proc, string) {
 	t.Helper()
 	p := &proc{t: t, name: "store", stderr: filepath.Join(dir, "store.log"), done: make(chan struct{})}
 	logf, err := os.Create(p.stderr)
 	require.NoError(t, err)
-	p.cmd = exec.Command(binary(t), "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
+	path := filepath.Join(dir, "store.toml")
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	p.cmd = exec.Command(binary(t), "--config", path, "store-serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "store-data"))
 	p.cmd.Dir = dir
 	p.cmd.Stderr = logf
 	out, err := p.cmd.StdoutPipe()
@@ -173,6 +184,9 @@ func startStore(t *testing.T, dir string) (*proc, string) {
 // run runs the binary to completion and returns its stdout.
 func runBin(t *testing.T, dir string, args ...string) string {
 	t.Helper()
+	if !slices.Contains(args, "--token-env") && !slices.Contains(args, "--config") {
+		args = append([]string{"--token-env", "LOAM_TEST_OPS_TOKEN"}, args...)
+	}
 	cmd := exec.Command(binary(t), args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
@@ -200,7 +214,11 @@ type status struct {
 
 func getStatus(addr string) (status, error) {
 	c := http.Client{Timeout: 200 * time.Millisecond}
-	res, err := c.Get("http://" + addr + "/status")
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return status{}, err
+	}
+	res, err := c.Do(withOpsToken(req))
 	if err != nil {
 		return status{}, err
 	}

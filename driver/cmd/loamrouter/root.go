@@ -29,6 +29,7 @@ type cli struct {
 	output     string
 	logFormat  string
 	logLevel   string
+	tokenEnv   string
 
 	cfg  *Config
 	log  *slog.Logger
@@ -75,6 +76,7 @@ daemon's listen address.`,
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text (for a terminal) or json")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&c.tokenEnv, "token-env", "", "environment variable holding the token to send to the store server or daemon (default: store.token_env/token_file, controller.token_env/token_file of loam.toml)")
 	root.AddCommand(newMapCmd(c), newRenderCmd(c), newLocateCmd(c), newOracleCmd(c), newAuditCmd(c),
 		newCutoverCmd(c), newFailoverCmd(c), newInDoubtCmd(c), newFencingCmd(c), newServeCmd(c), newStoreServeCmd(c), newDemoCmd(c), newSimCmd(c), newLSNCmd(c))
 	return root
@@ -146,7 +148,7 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		if pd, ok := strings.CutPrefix(u, "tikv://"); ok {
 			return tikv.Open(strings.Split(pd, ","), nil)
 		}
-		return httpstore.Dial(u, &httpstore.Options{Token: secret(c.cfg.Store.TokenEnv)})
+		return c.dial(u, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
 	s := c.cfg.Store
 	switch s.Kind {
@@ -157,7 +159,7 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		}
 		return st, nil
 	case "remote":
-		return httpstore.Dial(s.URL, &httpstore.Options{Token: secret(s.TokenEnv)})
+		return c.dial(s.URL, "store.token", s.TokenEnv, s.TokenFile)
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store.dir %s: %w", s.Dir, err)
@@ -172,19 +174,42 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		return b, err
 	}
 	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
-		h, herr := httpstore.Dial("http://"+c.listenAddr(), &httpstore.Options{Token: secret(c.cfg.Controller.TokenEnv)})
+		h, herr := c.dial(c.daemonURL(), "controller.token", c.cfg.Controller.TokenEnv, c.cfg.Controller.TokenFile)
 		if herr == nil {
 			if _, perr := h.ListBlobs(ctx, "lease/"); perr == nil {
 				c.log.Debug("the embedded store is held by a daemon; using it through its listen address", "listen", c.listenAddr())
 				return h, nil
 			}
 		}
-		return nil, fmt.Errorf("%w (and no daemon answers on controller.listen %s)", err, c.listenAddr())
+		if herr == nil {
+			_, herr = h.ListBlobs(ctx, "lease/")
+		}
+		return nil, fmt.Errorf("%w (and the daemon on controller.listen %s does not answer: %v)", err, c.listenAddr(), herr)
 	}
 	return nil, err
 }
 
+// dial is a client of the store server at url, with the token of key (env or file).
+func (c *cli) dial(url, key, env, file string) (*httpstore.Client, error) {
+	opts, err := c.clientOptions(key, env, file)
+	if err != nil {
+		return nil, err
+	}
+	return httpstore.Dial(url, opts)
+}
+
 func (c *cli) listenAddr() string { return c.cfg.Controller.Listen }
+
+// daemonURL is the daemon's listen address as a URL: https when it serves TLS.
+func (c *cli) daemonURL() string {
+	if strings.HasPrefix(c.listenAddr(), "unix:") {
+		return c.listenAddr()
+	}
+	if c.cfg.TLS.CertFile != "" {
+		return "https://" + c.listenAddr()
+	}
+	return "http://" + c.listenAddr()
+}
 
 func (c *cli) db(name string) adapters.DBRef {
 	return adapters.DBRef{Namespace: c.namespace, Database: name}

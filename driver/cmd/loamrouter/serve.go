@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -39,8 +38,11 @@ share a store: store.kind = "tikv", or "remote" with ` + "`loamrouter store-serv
 SIGTERM or Ctrl-C drains: nothing new starts, commands in flight finish and are recorded,
 the lease is released so a standby takes over at once. A second signal stops at once.
 
-controller.listen (default 127.0.0.1:9464) serves /metrics (Prometheus), /healthz, /status
-and the store API that the CLI uses while this daemon holds the embedded store.
+controller.listen (default 127.0.0.1:9464) serves /metrics (Prometheus) and /healthz to
+anyone, and /status and the store API (that the CLI uses while this daemon holds the
+embedded store) to the [[credentials]] of loam.toml only: serve refuses to start without
+one, and off a loopback address without [tls]. listen = "unix:/run/loam/ctl.sock" serves a
+socket of mode 0600 instead, whose callers (its owner only) need no credential.
 
 With [[lsn.endpoints]], every daemon (leader or standby) also runs the causal-read LSN
 monitor: each listed Postgres server is polled on a connection of its own for its progress,
@@ -49,8 +51,15 @@ metrics and in ` + "`loamrouter lsn stats`" + `.
 
 Keys of loam.toml (all optional but [[databases]]):
 
-  [controller] id, lease_ttl, listen, token_env, drain_timeout
-  [store]      kind (bolt|tikv|remote), dir, pd, url, token_env
+  [controller] id, lease_ttl, lease_max_ttl, listen, hosts, token_env, token_file,
+               read_timeout, drain_timeout
+  [store]      kind (bolt|tikv|remote), dir, pd, url, token_env, token_file
+  [[credentials]] name, role (operator|controller), token_env, token_file, cert_cn: who
+               controller.listen and store-serve accept (required unless listen = "off")
+  [tls]        cert_file, key_file (served; reloaded on SIGHUP), client_ca_file (mutual
+               TLS), ca_file, client_cert_file, client_key_file (when dialing https://)
+  [retention]  audit_max_age (720h), audit_max_count (100000), history_max_age (2160h),
+               history_max_count (100 per database and kind), every (10m)
   [alerts]     kind (log|file), path
   [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
@@ -116,14 +125,14 @@ func (c *cli) serve(cmd *cobra.Command) error {
 	}
 
 	if cfg.Controller.Listen != "off" {
-		l, err := net.Listen("tcp", cfg.Controller.Listen)
+		ls, err := c.listen("controller.listen", cfg.Controller.Listen, cfg.Controller.Hosts)
 		if err != nil {
-			return fmt.Errorf("controller.listen %s: %w (set another address, or \"off\")", cfg.Controller.Listen, err)
+			return err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", d.m.handler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle("/status", httpstore.Authenticate(ls.opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok, leader := d.lease.Valid()
 			w.Header().Set("Content-Type", "application/json")
 			st := map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()}
@@ -131,12 +140,14 @@ func (c *cli) serve(cmd *cobra.Command) error {
 				st["lsn"] = lsnMon.view() // stats_pgsql_lsn
 			}
 			_ = json.NewEncoder(w).Encode(st)
-		})
-		mux.Handle("/v1/", httpstore.Handler(st, &httpstore.Options{Token: secret(cfg.Controller.TokenEnv)}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(l) }()
+		})))
+		mux.Handle("/v1/", httpstore.Handler(st, ls.opts))
+		srv := ls.serve(mux, c.log)
 		defer srv.Close()
-		c.log.Info("listening", "addr", l.Addr().String(), "paths", "/metrics /healthz /status /v1/ (store)")
+		c.log.Info("listening", "url", ls.url(), "paths", "/metrics /healthz (open) /status /v1/ (store; credential needed)", "credentials", len(cfg.Credentials))
+	}
+	if cfg.Store.Kind != "remote" { // the store server prunes a remote store
+		go keepPruning(hard, st, cfg.Retention, c.log)
 	}
 	c.log.Info("controller starting", "id", cfg.Controller.ID, "store", cfg.Store.Kind, "databases", len(cfg.Databases))
 	err = d.run(hard)
@@ -152,7 +163,7 @@ func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
 	d := &daemon{cfg: cfg, log: c.log, store: st, drain: drain}
 	var err error
 	d.lease, err = driver.NewLease(st, driver.LeaseOptions{
-		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, Logger: c.log,
+		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, MaxTTL: cfg.Controller.LeaseMaxTTL.Duration, Logger: c.log,
 		OnChange: func(t driver.Token, held bool) {
 			v := 0.0
 			if held {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,33 +19,34 @@ func newStoreServeCmd(c *cli) *cobra.Command {
 --listen, so that two or more controllers (an active one and standbys, each with
 store.kind = "remote") share one store, which bbolt would otherwise lock to one process.
 Every call is one call on the store behind it: compare-and-set, fsync and version counters
-hold across the network. There is no encryption: keep it on a loopback or private address,
-and set --token-env to require a bearer token. The first line on stdout is the URL.`,
-		Example: `  loamrouter store-serve --listen 127.0.0.1:7070 --data /var/lib/loam
-  LOAM_TOKEN=s3cret loamrouter store-serve --token-env LOAM_TOKEN`,
+hold across the network.
+
+It accepts the [[credentials]] of loam.toml and refuses to start without one: controllers
+need a role = "controller" credential (they write snapshots and the lease), people an
+operator one. Off a loopback address it needs [tls] cert_file and key_file (reloaded on
+SIGHUP); tls.client_ca_file asks every client for a certificate. The first line on stdout
+is the URL.`,
+		Example: `  loamrouter store-serve --config loam.toml --listen 127.0.0.1:7070 --data /var/lib/loam
+  loamrouter store-serve --config loam.toml --listen 10.0.0.4:7070 --host store.example.com:7070`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			addr, _ := cmd.Flags().GetString("listen")
-			tokenEnv, _ := cmd.Flags().GetString("token-env")
+			hosts, _ := cmd.Flags().GetStringSlice("host")
+			ls, err := c.listen("--listen", addr, hosts)
+			if err != nil {
+				return err
+			}
 			st, err := c.openStoreFor(cmd.Context(), true)
 			if err != nil {
+				ls.l.Close()
 				return err
 			}
 			defer st.Close()
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("--listen %s: %w", addr, err)
-			}
-			srv := &http.Server{Handler: httpstore.Handler(st, &httpstore.Options{Token: secret(tokenEnv)}), ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", l.Addr())
-			c.log.Info("serving the store", "url", "http://"+l.Addr().String(), "store", c.cfg.Store.Kind)
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(l) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
+			go keepPruning(cmd.Context(), st, c.cfg.Retention, c.log)
+			srv := ls.serve(httpstore.Handler(st, ls.opts), c.log)
+			fmt.Fprintln(cmd.OutOrStdout(), ls.url())
+			c.log.Info("serving the store", "url", ls.url(), "store", c.cfg.Store.Kind, "credentials", len(c.cfg.Credentials))
+			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -57,6 +56,6 @@ and set --token-env to require a bearer token. The first line on stdout is the U
 		},
 	}
 	cmd.Flags().String("listen", "127.0.0.1:7070", "address to serve on (port 0 picks a free one)")
-	cmd.Flags().String("token-env", "", "environment variable holding the bearer token clients must send")
+	cmd.Flags().StringSlice("host", nil, "a name (host:port) clients reach the server by, beyond --listen itself; other Host headers are refused")
 	return cmd
 }

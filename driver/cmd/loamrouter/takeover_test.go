@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters/configmap"
-	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -28,10 +27,13 @@ id = %q
 lease_ttl = %q
 listen = %q
 drain_timeout = "5s"
+read_timeout = "3s"
+token_env = "LOAM_TEST_OPS_TOKEN"
 
 [store]
 kind = "remote"
 url = %q
+token_env = "LOAM_TEST_CTL_TOKEN"
 
 [[databases]]
 name = "app"
@@ -42,7 +44,7 @@ admin_password_env = "LOAM_TEST_ADMIN_PW"
 insecure = true
 [databases.indoubt]
 enabled = false
-`, id, ttl.String(), listen, storeURL, files)
+`+testAuth, id, ttl.String(), listen, storeURL, files)
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	return path
 }
@@ -126,9 +128,7 @@ func (c *controllers) publish(gen uint64) {
 // machine has saved the reply (its Outcome report is executed only after that save).
 func (c *controllers) waitWritten(gen uint64, within time.Duration) {
 	deadline := time.Now().Add(within)
-	st, err := httpstore.Dial(c.url, nil)
-	require.NoError(c.t, err)
-	defer st.Close()
+	st := opsClient(c.t, c.url)
 	reported := func() bool {
 		entries, err := driver.ReadAudit(c.t.Context(), st, driver.AuditFilter{Machine: "configpush"})
 		require.NoError(c.t, err)
@@ -317,9 +317,7 @@ func TestSIGTERMDrainsAndHandsOver(t *testing.T) {
 	require.Contains(t, old.log(), "released the lease")
 	c.waitWritten(2, 5*time.Second)
 
-	st, err := httpstore.Dial(url, nil)
-	require.NoError(t, err)
-	defer st.Close()
+	st := opsClient(t, url)
 	entries, err := driver.ReadAudit(t.Context(), st, driver.AuditFilter{})
 	require.NoError(t, err)
 	// Only the drained controller's entries: the new leader is running, and a step it has

@@ -23,6 +23,7 @@ func TestDaemonOnTiKV(t *testing.T) {
 	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
 	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
 	t.Setenv("LOAM_TEST_COPY_PW", "copy-pw")
+	setTestTokens(t)
 	st, err := tikvtest.New(&tikv.Options{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
