@@ -38,6 +38,7 @@ func vitessDaemon(t *testing.T, c *vitesstest.Cluster, keyspace string, old1, ol
 id = "ctl-vitess"
 lease_ttl = "1s"
 listen = %q
+token_env = "LOAM_TEST_OPS_TOKEN"
 
 [store]
 dir = %q
@@ -53,7 +54,7 @@ enabled = false
 [databases.vitess]
 vtctld = %q
 timeout = "20s"
-`, freePort(t), filepath.Join(dir, "data"), filepath.Join(dir, "files"), c.VtctldAddr)), 0o600))
+`+testAuth, freePort(t), filepath.Join(dir, "data"), filepath.Join(dir, "files"), c.VtctldAddr)), 0o600))
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
 	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
