@@ -65,7 +65,8 @@ var _ adapters.ShardBackend = (*Backend)(nil)
 
 // Open connects to the server of dsn (a go-sql-driver/mysql data source name such as
 // "loam_admin:pw@tcp(shard-0:3306)/commerce") and checks that it answers and which flavor
-// it is. Every connection runs with time_zone '+00:00', so checksums print TIMESTAMP
+// it is. Every connection speaks utf8mb4 (whatever charset the DSN names) and runs with
+// time_zone '+00:00', so checksums print TIMESTAMP
 // columns the same whatever the server's zone. Close the Backend when done.
 func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
 	opt = opt.withDefaults()
@@ -82,6 +83,13 @@ func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	delete(cfg.Params, "charset")
+	// utf8mb4 whatever the DSN asks: a multi-byte charset such as gbk or sjis reads an
+	// escaped quote as part of a character, and identifiers and values this package
+	// quotes itself must mean what they say.
+	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_general_ci")); err != nil {
+		return nil, fmt.Errorf("mysql: setting utf8mb4: %w", err)
+	}
 	cfg.MultiStatements = false
 	name := cfg.Addr
 	conn, err := mysql.NewConnector(cfg)
