@@ -7,6 +7,8 @@ import (
 	"log/slog"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
 )
@@ -107,13 +109,38 @@ func warn(log *slog.Logger, err error, msg string, args ...any) {
 }
 
 // ConfigPush is the Kind of the configpush machine, executed by exec (a
-// *ConfigPushExecutor, or a wrapper around one).
+// *ConfigPushExecutor, or a wrapper around one). Its snapshot keeps the digest of a push's
+// files, never the files (users.toml carries every password); restored without a way to
+// render them again, an unfinished push ends with nothing written and the next Push starts
+// it again. ConfigPushRendered restores with the files.
 func ConfigPush(exec Executor[configpush.Input, configpush.Command], opts configpush.Options) Kind[configpush.Input, configpush.Command, configpush.Snapshot] {
+	return ConfigPushRendered(exec, opts, nil)
+}
+
+// Rerender renders the files of the record in the store now, with the secrets of now: what
+// a restored configpush machine gets back instead of the files its snapshot does not keep.
+type Rerender func() (*shardmap.Record, render.Files, error)
+
+// ConfigPushRendered is ConfigPush restoring with the files rerender renders (see
+// configpush.RestoreWithFiles): a push cut short by a crash goes on at once if they match
+// the snapshot's digest, and ends with configpush.ErrFilesChanged, nothing of it written,
+// if they do not (a rotated password, or a snapshot written by someone else).
+func ConfigPushRendered(exec Executor[configpush.Input, configpush.Command], opts configpush.Options, rerender Rerender) Kind[configpush.Input, configpush.Command, configpush.Snapshot] {
 	type M = Machine[configpush.Input, configpush.Command, configpush.Snapshot]
+	restore := func(s configpush.Snapshot) (M, error) {
+		if rerender == nil {
+			return configpush.Restore(s, opts)
+		}
+		rec, files, err := rerender()
+		if err != nil {
+			return nil, fmt.Errorf("rendering the files again to restore the push: %w", err)
+		}
+		return configpush.RestoreWithFiles(s, rec, files, opts)
+	}
 	return Kind[configpush.Input, configpush.Command, configpush.Snapshot]{
 		Name:      "configpush",
 		New:       func() M { return configpush.New(opts) },
-		Restore:   func(s configpush.Snapshot) (M, error) { return configpush.Restore(s, opts) },
+		Restore:   restore,
 		Restarted: configpush.Restarted{},
 		Timer:     func(t machine.TimerFired) configpush.Input { return configpush.TimerFired(t) },
 		Exec:      exec,

@@ -29,6 +29,14 @@ func push(gen uint64, ids []string) configpush.Input {
 	return configpush.Push{Record: rec, Generation: gen, Files: render.Files{{Name: "pgdog.toml", Data: []byte("# rendered\n")}}, Instances: ids}
 }
 
+// rerender renders what push(gen) pushes, as a restarted daemon renders the store's record.
+func rerender(gen uint64) driver.Rerender {
+	return func() (*shardmap.Record, render.Files, error) {
+		p := push(gen, nil).(configpush.Push)
+		return p.Record, p.Files, nil
+	}
+}
+
 // recording wraps an executor and keeps every command it was given, in order.
 type recording struct {
 	mu   sync.Mutex
@@ -169,7 +177,7 @@ func TestKillAndResume(t *testing.T) {
 	}
 
 	run2 := &recording{next: &driver.ConfigPushExecutor{Target: target, Instance: driver.Lookup(insts), Logger: quiet}}
-	require.NoError(t, driver.Run(context.Background(), driver.ConfigPush(run2, configpush.Options{}), cfg))
+	require.NoError(t, driver.Run(context.Background(), driver.ConfigPushRendered(run2, configpush.Options{}, rerender(4)), cfg))
 
 	// The second driver touched only the two instances in flight, with the same requests.
 	first := map[string]configpush.Reload{}

@@ -64,7 +64,7 @@ func TestDrainFinishesWhatStarted(t *testing.T) {
 
 	cfg.Drain = nil
 	run2 := &recording{next: &driver.ConfigPushExecutor{Target: target, Instance: driver.Lookup(insts), Logger: quiet}}
-	require.NoError(t, driver.Run(context.Background(), driver.ConfigPush(run2, configpush.Options{}), cfg))
+	require.NoError(t, driver.Run(context.Background(), driver.ConfigPushRendered(run2, configpush.Options{}, rerender(4)), cfg))
 	var observed []string
 	for _, c := range run2.taken() {
 		if _, report := c.(configpush.Outcome); report {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -64,6 +65,24 @@ type leaseData struct {
 	// depends on it (clocks of different machines are not compared).
 	RenewedMS int64 `json:"renewed_ms"`
 	Released  bool  `json:"released,omitempty"`
+}
+
+// maxLeaseTTLMS is the largest ttl_ms a lease blob may carry: its TTL in nanoseconds must
+// fit a time.Duration (a larger one would wrap negative and read as expired at once).
+const maxLeaseTTLMS = math.MaxInt64 / int64(time.Millisecond)
+
+// decodeLease reads a lease blob, which anyone who can write the store could have written:
+// a blob that is not JSON, or whose ttl_ms is negative or too large for a Duration, is an
+// error (and the zero leaseData).
+func decodeLease(data []byte) (leaseData, error) {
+	var d leaseData
+	if err := json.Unmarshal(data, &d); err != nil {
+		return leaseData{}, fmt.Errorf("driver: the lease blob: %w: %v", adapters.ErrCorrupt, err)
+	}
+	if d.TTLMS < 0 || d.TTLMS > maxLeaseTTLMS {
+		return leaseData{}, fmt.Errorf("driver: the lease blob: %w: ttl_ms %d is not a TTL in milliseconds (0 to %d)", adapters.ErrCorrupt, d.TTLMS, maxLeaseTTLMS)
+	}
+	return d, nil
 }
 
 // LeaseOptions configure a Lease.
@@ -180,8 +199,8 @@ func (l *Lease) Acquire(ctx context.Context) (Token, error) {
 			}
 			l.log.Warn("reading the lease failed; trying again", "err", err)
 		default:
-			var d leaseData
-			if jerr := json.Unmarshal(b.Data, &d); jerr != nil {
+			d, jerr := decodeLease(b.Data)
+			if jerr != nil {
 				l.log.Warn("the lease blob does not decode; treating it as held until it expires", "err", jerr)
 			}
 			if d.TTLMS > 0 {

@@ -24,11 +24,16 @@ type TraceFile struct {
 	failed bool
 }
 
-// OpenTrace opens path for appending (creating it if needed).
+// OpenTrace opens path for appending (creating it if needed, 0600: the trace names every
+// step the controller takes). An existing file readable by others is made the owner's.
 func OpenTrace(path string, logger *slog.Logger) (*TraceFile, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("driver: opening the spec trace %s=%q: %w", TraceEnv, path, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("driver: making the spec trace %s=%q the owner's alone: %w", TraceEnv, path, err)
 	}
 	if logger == nil {
 		logger = slog.Default()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -48,32 +49,54 @@ type Options struct {
 }
 
 // Open opens or creates the store file at path and checks its consistency, so a damaged
-// file is refused at open with a clear error instead of failing later mid-cutover.
+// file is refused at open with a clear error instead of failing later mid-cutover. An
+// existing file is checked read-only before it is opened for writing (a read-write
+// transaction rewrites a meta page and the freelist, and bbolt reads the damaged pages it
+// writes over), so a refused file is left exactly as it was found. An existing empty file
+// is refused too: bbolt never leaves one, and starting an empty store over it would hide
+// the loss of the records it was meant to hold.
 func Open(path string, opts *Options) (*Store, error) {
 	timeout := 2 * time.Second
 	if opts != nil && opts.LockTimeout > 0 {
 		timeout = opts.LockTimeout
 	}
-	db, err := openBolt(path, timeout)
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.Size() == 0:
+		return nil, fmt.Errorf("boltstore: %s: %w: the file is empty (0 bytes), which bbolt never leaves (a failed copy or a full disk?); restore it from a backup, or remove it to start an empty store", path, adapters.ErrCorrupt)
+	case err == nil:
+		ro, err := openBolt(path, timeout, true)
+		if err != nil {
+			return nil, err
+		}
+		err = verify(ro, path)
+		_ = ro.Close()
+		if err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("boltstore: cannot open %s: %w", path, err)
+	}
+	db, err := openBolt(path, timeout, false)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{db: db, path: path, changed: make(chan struct{})}
-	if err := s.check(); err != nil {
+	if err := s.create(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
 	defer func() {
 		// bbolt panics on some kinds of damage while reading meta pages.
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup, or move it aside to start empty)", path, adapters.ErrCorrupt, p)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
 	switch {
 	case err == nil:
 		return db, nil
@@ -88,8 +111,8 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	return nil, fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup, or move it aside to start empty)", path, adapters.ErrCorrupt, err)
 }
 
-// check creates the buckets on a new file and verifies every page and record of an old one.
-func (s *Store) check() (err error) {
+// create makes the buckets (a new file) once the file is known sound.
+func (s *Store) create() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("boltstore: %s: %w: %v", s.path, adapters.ErrCorrupt, p)
@@ -105,22 +128,55 @@ func (s *Store) check() (err error) {
 	}); err != nil {
 		return fmt.Errorf("boltstore: %s: %w: %v", s.path, adapters.ErrCorrupt, err)
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	return nil
+}
+
+// verify checks every page of an existing file and decodes every record, read-only.
+func verify(db *bolt.DB, path string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup)", path, adapters.ErrCorrupt, p)
+		}
+	}()
+	// Damaged lengths and offsets make bbolt read outside its map; in this goroutine that
+	// is a panic recovered above, not a crash of the process. Every page a read reaches is
+	// read here first, before tx.Check reads them again in a goroutine of its own.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return db.View(func(tx *bolt.Tx) error {
+		if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b) }); err != nil {
+			return fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup)", path, adapters.ErrCorrupt, err)
+		}
 		var first error
 		for cerr := range tx.Check() { // drain: Check's goroutine sends every problem
 			if first == nil {
-				first = fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup)", s.path, adapters.ErrCorrupt, cerr)
+				first = fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup)", path, adapters.ErrCorrupt, cerr)
 			}
 		}
 		if first != nil {
 			return first
 		}
-		return tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+		records := tx.Bucket(bucketRecords)
+		if records == nil || tx.Bucket(bucketBlobs) == nil {
+			return fmt.Errorf("boltstore: %s: %w: the records and blobs buckets are missing (not a loamrouter store?); restore it from a backup, or move it aside to start empty", path, adapters.ErrCorrupt)
+		}
+		return records.ForEach(func(k, v []byte) error {
 			if _, err := shardmap.Decode(v); err != nil {
-				return fmt.Errorf("boltstore: %s: record %q: %w: %v", s.path, k, adapters.ErrCorrupt, err)
+				return fmt.Errorf("boltstore: %s: record %q: %w: %v", path, k, adapters.ErrCorrupt, err)
 			}
 			return nil
 		})
+	})
+}
+
+// walk reads every key and value of b and of the buckets nested in it.
+func walk(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return walk(nb)
+			}
+		}
+		return nil
 	})
 }
 

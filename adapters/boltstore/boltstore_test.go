@@ -122,3 +122,50 @@ func TestClosedStoreSaysSo(t *testing.T) {
 	_, err = s.Watch(context.Background(), db, 0)
 	require.ErrorIs(t, err, adapters.ErrClosed)
 }
+
+// TestDamagedFileIsNotWritten: a file that fails its check is refused before anything is
+// written to it (a read-write transaction commits a meta page and the freelist), so the
+// damage can still be examined or repaired as it was found.
+func TestDamagedFileIsNotWritten(t *testing.T) {
+	page := os.Getpagesize()
+	refused := 0
+	for pg := range 8 {
+		for _, off := range []int{16, 24, 40, 200} {
+			path := written(t)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			if (pg+1)*page > len(data) {
+				continue
+			}
+			for i := off; i < off+16; i++ {
+				data[pg*page+i] ^= 0x5a
+			}
+			require.NoError(t, os.WriteFile(path, data, 0o600))
+			s, err := boltstore.Open(path, &boltstore.Options{LockTimeout: 200 * time.Millisecond})
+			if err == nil {
+				s.Close()
+				continue // damage bbolt recovers from (one meta page) or never reads (a free page)
+			}
+			refused++
+			require.ErrorIs(t, err, adapters.ErrCorrupt, "page %d offset %d", pg, off)
+			after, rerr := os.ReadFile(path)
+			require.NoError(t, rerr)
+			require.True(t, bytes.Equal(data, after), "page %d offset %d damaged: the refused file was written to (%v)", pg, off, err)
+		}
+	}
+	require.Positive(t, refused, "some damage is refused")
+}
+
+// TestEmptyFileIsRefused: an existing file of zero bytes (a failed copy, a full disk) is not
+// taken for a new store: starting empty over it would lose the records it was meant to hold.
+func TestEmptyFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loam.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, err := boltstore.Open(path, nil)
+	require.ErrorIs(t, err, adapters.ErrCorrupt)
+	require.ErrorContains(t, err, "empty")
+	require.ErrorContains(t, err, path)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Zero(t, st.Size(), "nothing was written to it")
+}

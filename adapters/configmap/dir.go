@@ -25,10 +25,9 @@ const (
 	tempPrefix = "..tmp."       // symlinks being put in place by rename
 )
 
-// ErrDifferentFiles: the directory already holds the generation asked for, with other
-// files. A generation's files never change: rendering the same record again gives the same
-// bytes, so this is two renderings that disagree (other credentials, another record).
-var ErrDifferentFiles = errors.New("configmap: the generation is already written with different files")
+// errDifferentFiles: the directory holds the generation asked for, with other files (the
+// same record rendered with other credentials): WriteFiles replaces them.
+var errDifferentFiles = errors.New("configmap: the generation is written with other files")
 
 // Dir writes rendered files into a directory (see the package doc for its layout). It is
 // safe for concurrent use, and writers in other processes are kept out by a lock file.
@@ -39,6 +38,15 @@ type Dir struct {
 
 var _ adapters.ConfigTarget = (*Dir)(nil)
 
+// The one mode of the routers' files wherever they are written (a target directory, or
+// `loamrouter render --out`): users.toml carries every password, so the files are the
+// owner's alone, in directories only the owner can enter. A router instance reads them as
+// the user that writes them (or through a ConfigMap mount, whose own mode applies).
+const (
+	FileMode os.FileMode = 0o600
+	DirMode  os.FileMode = 0o700
+)
+
 // NewDir returns the target for path, creating the directory if it does not exist.
 func NewDir(path string) (*Dir, error) {
 	if path == "" {
@@ -48,7 +56,7 @@ func NewDir(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configmap: directory %q: %w", path, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, DirMode); err != nil {
 		return nil, fmt.Errorf("configmap: creating the directory %s: %w", abs, err)
 	}
 	return &Dir{path: abs}, nil
@@ -67,9 +75,9 @@ func (d *Dir) Generation() (uint64, error) {
 }
 
 // WriteFiles puts files in place as generation (see adapters.ConfigTarget). It refuses an
-// older generation than the one in place with *adapters.GenerationError, and the same
-// generation with other files with ErrDifferentFiles; the same generation with the same
-// files again only repairs the links a crashed write may have left unmade.
+// older generation than the one in place with *adapters.GenerationError. The same
+// generation with the same files again only repairs the links a crashed write may have left
+// unmade; with other files (a rotated password) it replaces them, all at once.
 func (d *Dir) WriteFiles(ctx context.Context, generation uint64, files render.Files) error {
 	if generation == 0 {
 		return fmt.Errorf("configmap: %s: generation 0 is never written (records start at 1)", d)
@@ -103,10 +111,18 @@ func (d *Dir) WriteFiles(ctx context.Context, generation uint64, files render.Fi
 	case have > generation:
 		return &adapters.GenerationError{Target: d.String(), Have: have, Want: generation}
 	case have == generation:
-		if err := sameFiles(filepath.Join(d.path, cur), files); err != nil {
+		err := sameFiles(filepath.Join(d.path, cur), files)
+		if err == nil {
+			return d.link(files)
+		}
+		if !errors.Is(err, errDifferentFiles) {
 			return fmt.Errorf("configmap: %s: generation %d: %w", d, generation, err)
 		}
-		return d.link(files)
+		// The same generation with other files: its credentials changed (a rotated
+		// password is part of what a generation's files are; the routing is the same).
+		// They replace the files in place like a new generation. The pusher issues one
+		// write at a time and waits out a write it lost track of, so an older rendering
+		// of this generation does not land after this one.
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("configmap: %s: not writing generation %d: %w", d, generation, err)
@@ -163,7 +179,7 @@ func (d *Dir) fill(generation uint64, files render.Files) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("configmap: %s: creating the directory of generation %d: %w (is it writable?)", d, generation, err)
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, DirMode); err != nil {
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("configmap: %s: %w", d, err)
 	}
@@ -250,17 +266,17 @@ func sameFiles(dir string, files render.Files) error {
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(dir, f.Name))
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %s is new", ErrDifferentFiles, f.Name)
+			return fmt.Errorf("%w: %s is new", errDifferentFiles, f.Name)
 		}
 		if err != nil {
 			return err
 		}
 		if !bytes.Equal(b, f.Data) {
-			return fmt.Errorf("%w: %s differs", ErrDifferentFiles, f.Name)
+			return fmt.Errorf("%w: %s differs", errDifferentFiles, f.Name)
 		}
 	}
 	if n != len(files) {
-		return fmt.Errorf("%w: it holds %d files, not %d", ErrDifferentFiles, n, len(files))
+		return fmt.Errorf("%w: it holds %d files, not %d", errDifferentFiles, n, len(files))
 	}
 	return nil
 }
@@ -283,7 +299,7 @@ func parseMarker(b []byte) (uint64, error) {
 
 // writeFile creates path (it must not exist) with data and syncs it.
 func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
 	if err != nil {
 		return err
 	}

@@ -136,20 +136,26 @@ func TestOlderGenerationRefused(t *testing.T) {
 }
 
 // TestSameGenerationAgain: writing the generation in place again with the same files is
-// not an error (a retried push); with other files it is ErrDifferentFiles and nothing
-// changes.
+// not an error (a retried push) and changes nothing; with other files (the same record
+// rendered with a rotated password) they replace the old ones, all at once.
 func TestSameGenerationAgain(t *testing.T) {
 	d := newDir(t)
 	ctx := context.Background()
 	require.NoError(t, d.WriteFiles(ctx, 3, gen(t, 3)))
 	require.NoError(t, d.WriteFiles(ctx, 3, gen(t, 3)))
+	require.Len(t, entries(t, d.Path(), "..g"), 1, "the same files again write nothing new")
 
 	other := gen(t, 3)
 	other[0].Data = []byte("# rendered with other credentials\n")
-	require.ErrorIs(t, d.WriteFiles(ctx, 3, other), configmap.ErrDifferentFiles)
-	require.ErrorIs(t, d.WriteFiles(ctx, 3, gen(t, 3, "pgdog.toml")), configmap.ErrDifferentFiles)
-	require.ErrorIs(t, d.WriteFiles(ctx, 3, gen(t, 3, "pgdog.toml", "users.toml", "extra.toml")), configmap.ErrDifferentFiles)
-	require.Equal(t, "# pgdog.toml generation 3\n", read(t, d.Path(), "pgdog.toml"))
+	require.NoError(t, d.WriteFiles(ctx, 3, other))
+	require.Equal(t, "# rendered with other credentials\n", read(t, d.Path(), other[0].Name))
+	g, err := d.Generation()
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), g)
+	require.NoError(t, d.WriteFiles(ctx, 3, gen(t, 3, "pgdog.toml")))
+	_, err = os.Stat(filepath.Join(d.Path(), "users.toml"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a file the new rendering lacks is gone")
+	require.Len(t, entries(t, d.Path(), "..g"), 2, "the rendering in place and the one before it, as for a new generation")
 }
 
 // TestRepairAfterCrash: a writer that died after the swap but before linking the files

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -16,8 +18,14 @@ import (
 // Options configures a Backend. The zero value is usable.
 type Options struct {
 	// TLS, when set, is used for every connection, whatever the DSN's tls parameter says,
-	// with no plaintext fallback. Leave it nil to follow the DSN.
+	// with no plaintext fallback. Leave it nil to follow the DSN; a DSN that names no tls
+	// parameter is tls=true (TLS verifying the server's certificate and name).
 	TLS *tls.Config
+	// Insecure lets a password go to a server whose certificate is not verified (tls=false,
+	// skip-verify or preferred): development only. Without it Open refuses such a login
+	// with ErrUnverifiedPassword before connecting (caching_sha2_password without TLS asks
+	// the server for an RSA key and encrypts the password to whatever key it is given).
+	Insecure bool
 	// MaxConns bounds the Backend's connection pool; default 4. FenceWrites holds one
 	// connection for its whole run and settles through another.
 	MaxConns int
@@ -65,7 +73,8 @@ var _ adapters.ShardBackend = (*Backend)(nil)
 
 // Open connects to the server of dsn (a go-sql-driver/mysql data source name such as
 // "loam_admin:pw@tcp(shard-0:3306)/commerce") and checks that it answers and which flavor
-// it is. Every connection runs with time_zone '+00:00', so checksums print TIMESTAMP
+// it is. Every connection speaks utf8mb4 (whatever charset the DSN names) and runs with
+// time_zone '+00:00', so checksums print TIMESTAMP
 // columns the same whatever the server's zone. Close the Backend when done.
 func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
 	opt = opt.withDefaults()
@@ -73,15 +82,34 @@ func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql: reading the DSN: %w", err)
 	}
-	if opt.TLS != nil {
+	host, _, _ := strings.Cut(cfg.Addr, ":")
+	if h, _, err := net.SplitHostPort(cfg.Addr); err == nil {
+		host = h
+	}
+	switch {
+	case opt.TLS != nil:
 		cfg.TLS = opt.TLS.Clone()
 		cfg.TLSConfig = ""
 		cfg.AllowFallbackToPlaintext = false
+	case cfg.TLSConfig == "" && cfg.Net == "tcp":
+		cfg.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		cfg.AllowFallbackToPlaintext = false
+	}
+	if cfg.Passwd != "" && !opt.Insecure && cfg.Net == "tcp" &&
+		(cfg.TLS == nil || cfg.TLS.InsecureSkipVerify && cfg.TLS.VerifyPeerCertificate == nil && cfg.TLS.VerifyConnection == nil || cfg.AllowFallbackToPlaintext) {
+		return nil, fmt.Errorf("mysql: %s: %w: the DSN's tls=%s does not verify the server (use tls=true or a registered TLS config with the servers' CA, or set insecure for a development database)", cfg.Addr, ErrUnverifiedPassword, cfg.TLSConfig)
 	}
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	delete(cfg.Params, "charset")
+	// utf8mb4 whatever the DSN asks: a multi-byte charset such as gbk or sjis reads an
+	// escaped quote as part of a character, and identifiers and values this package
+	// quotes itself must mean what they say.
+	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_general_ci")); err != nil {
+		return nil, fmt.Errorf("mysql: setting utf8mb4: %w", err)
+	}
 	cfg.MultiStatements = false
 	name := cfg.Addr
 	conn, err := mysql.NewConnector(cfg)
@@ -103,6 +131,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*Backend, error) {
 	}
 	return b, nil
 }
+
+// ErrUnverifiedPassword: Open was asked to send a password to a server it would not verify
+// (no TLS, or TLS without checking the certificate), and refused.
+var ErrUnverifiedPassword = errors.New("mysql: refusing to send a password to a server whose certificate is not verified")
 
 // Name is the server's address, as errors name it.
 func (b *Backend) Name() string { return b.name }

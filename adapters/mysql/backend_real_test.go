@@ -450,3 +450,17 @@ func TestRealPrepared(t *testing.T) {
 		require.Empty(t, xs)
 	}
 }
+
+// TestRealUTF8MB4: every connection speaks utf8mb4, whatever charset the DSN asks for (a
+// multi-byte charset such as gbk would read an escaped quote as part of a character).
+func TestRealUTF8MB4(t *testing.T) {
+	s := my.Get(t)
+	for _, dsn := range []string{s.RootDSN(""), s.RootDSN("") + "&charset=gbk", s.RootDSN("") + "&charset=latin1&collation=latin1_swedish_ci"} {
+		b, err := mysqlad.Open(t.Context(), dsn, mysqlad.Options{MaxConns: 1})
+		require.NoError(t, err, dsn)
+		var client, conn, results string
+		require.NoError(t, mysqlad.DB(b).QueryRowContext(t.Context(), "SELECT @@character_set_client, @@character_set_connection, @@character_set_results").Scan(&client, &conn, &results))
+		require.Equal(t, []string{"utf8mb4", "utf8mb4", "utf8mb4"}, []string{client, conn, results}, dsn)
+		b.Close()
+	}
+}

@@ -1,6 +1,9 @@
 package mysql
 
-import "fmt"
+import (
+	"database/sql"
+	"fmt"
+)
 
 // Mutations names the deliberate bugs tests can switch on (see mutation.go).
 var Mutations = map[string]mutation{
@@ -29,3 +32,6 @@ func Mutate(b *Backend, name string) {
 	}
 	b.mut |= m
 }
+
+// DB is b's connection pool, for tests that read a session's settings.
+func DB(b *Backend) *sql.DB { return b.db }

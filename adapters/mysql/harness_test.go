@@ -74,7 +74,8 @@ func harness(s *mysqltest.Server, replica *mysqltest.Server, mutant string) conf
 
 func openBackend(t conformance.TB, s *mysqltest.Server, dsn, mutant string) *mysqlad.Backend {
 	t.Helper()
-	b, err := mysqlad.Open(t.Context(), dsn, mysqlad.Options{})
+	// The test servers listen on loopback without TLS: insecure, said so.
+	b, err := mysqlad.Open(t.Context(), dsn, mysqlad.Options{Insecure: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	if mutant != "" {

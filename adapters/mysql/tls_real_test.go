@@ -21,6 +21,8 @@ func TestRealTLS(t *testing.T) {
 	s.Exec(t, "", "CREATE USER tls_admin@'%' IDENTIFIED BY 'pw' REQUIRE SSL; GRANT ALL ON *.* TO tls_admin@'%'")
 	dsn := s.DSN("tls_admin", "pw", "") + "&tls=false"
 	_, err := mysqlad.Open(ctx, dsn, mysqlad.Options{})
+	require.ErrorIs(t, err, mysqlad.ErrUnverifiedPassword, "a password is not sent over plaintext")
+	_, err = mysqlad.Open(ctx, dsn, mysqlad.Options{Insecure: true})
 	require.Error(t, err, "the account refuses plaintext")
 
 	b, err := mysqlad.Open(ctx, dsn, mysqlad.Options{TLS: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}})

@@ -3,9 +3,13 @@ package postgres
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,8 +21,15 @@ import (
 type Options struct {
 	// TLS, when set, is used for every connection, whatever sslmode the connection string
 	// says, and with no plaintext fallback. Leave it nil to follow the connection string
-	// (sslmode, sslrootcert, ...).
+	// (sslmode, sslrootcert, ...); a connection string that names no sslmode (and no
+	// PGSSLMODE in the environment) is sslmode=verify-full.
 	TLS *tls.Config
+	// Insecure lets a password go to a server whose certificate is not verified (sslmode
+	// disable, allow, prefer or require without a root certificate): development only.
+	// Without it Open refuses such a login with ErrUnverifiedPassword before connecting,
+	// so a record pointing at a host of someone else's cannot collect the administrator's
+	// password.
+	Insecure bool
 	// MaxConns bounds the Backend's connection pool; default 4. FenceWrites holds one
 	// connection for its whole run.
 	MaxConns int32
@@ -57,7 +68,7 @@ var _ adapters.ShardBackend = (*Backend)(nil)
 // naming the shard's database) and checks that it answers. Close the Backend when done.
 func Open(ctx context.Context, connString string, opt Options) (*Backend, error) {
 	opt = opt.withDefaults()
-	cfg, err := pgxpool.ParseConfig(connString)
+	cfg, err := pgxpool.ParseConfig(withVerifyFull(connString))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reading the connection string: %w", err)
 	}
@@ -70,6 +81,19 @@ func Open(ctx context.Context, connString string, opt Options) (*Backend, error)
 	}
 	cfg.MaxConns = opt.MaxConns
 	name := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	if cc.Password != "" && !opt.Insecure {
+		if !verified(cc.TLSConfig) {
+			return nil, fmt.Errorf("postgres: %s: %w: the connection string's sslmode does not verify the server (use sslmode=verify-full with sslrootcert naming the servers' CA, or set insecure for a development database)", name, ErrUnverifiedPassword)
+		}
+		// sslmode prefer and allow fall back to plaintext: never with a password.
+		fbs := cc.Fallbacks[:0]
+		for _, fb := range cc.Fallbacks {
+			if verified(fb.TLSConfig) {
+				fbs = append(fbs, fb)
+			}
+		}
+		cc.Fallbacks = fbs
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, Classify(name, "Open", err)
@@ -79,6 +103,42 @@ func Open(ctx context.Context, connString string, opt Options) (*Backend, error)
 		return nil, Classify(name, "Open", fmt.Errorf("connecting to %s as %q: %w", name, cc.User, err))
 	}
 	return &Backend{name: name, pool: pool, opt: opt}, nil
+}
+
+// ErrUnverifiedPassword: Open was asked to send a password to a server it would not verify
+// (no TLS, or TLS without checking the certificate), and refused.
+var ErrUnverifiedPassword = errors.New("postgres: refusing to send a password to a server whose certificate is not verified")
+
+// verified reports whether a connection with c checks the server's certificate.
+func verified(c *tls.Config) bool {
+	return c != nil && (!c.InsecureSkipVerify || c.VerifyPeerCertificate != nil || c.VerifyConnection != nil)
+}
+
+// withVerifyFull adds sslmode=verify-full to a connection string that names no sslmode
+// (pgx's default is prefer, which verifies nothing and falls back to plaintext).
+func withVerifyFull(connString string) string {
+	if os.Getenv("PGSSLMODE") != "" {
+		return connString
+	}
+	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
+		u, err := url.Parse(connString)
+		if err != nil || u.Query().Has("sslmode") {
+			return connString // a parse error is reported by pgx
+		}
+		q := u.Query()
+		q.Set("sslmode", "verify-full")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	for _, kv := range strings.Fields(connString) {
+		if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == "sslmode" {
+			return connString
+		}
+	}
+	if strings.Contains(connString, "sslmode") {
+		return connString // sslmode = x with spaces: pgx reads it
+	}
+	return strings.TrimSpace(connString + " sslmode=verify-full")
 }
 
 // Name is the server's host:port, as errors name it.

@@ -244,6 +244,7 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) DSN(user, password, database string) string {
 	c := mysql.NewConfig()
 	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, password, "tcp", s.Addr(), database
+	c.TLSConfig = "false" // the test servers listen on loopback without TLS (see WithTLS)
 	c.Timeout = 10 * time.Second
 	return c.FormatDSN()
 }

@@ -254,7 +254,11 @@ func fencingRunWorld(s *detsim.Sim, mutant string, late bool) *detsim.Violation 
 				d := m.(*fmDaemon)
 				snap := d.m.Snapshot()
 				return func() machine.Machine[fmIn, fencemigrate.Command] {
-					return &fmDaemon{s: s, m: fencemigrate.Restore(snap), noResume: d.noResume}
+					r, err := fencemigrate.Restore(snap)
+					if err != nil {
+						panic(fmt.Sprintf("scenario: fencemigrate snapshot does not restore: %v", err))
+					}
+					return &fmDaemon{s: s, m: r, noResume: d.noResume}
 				}
 			},
 		})

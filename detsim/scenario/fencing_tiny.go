@@ -54,7 +54,13 @@ func fencingTiny(s *detsim.Sim, mutant string) *detsim.Violation {
 	var lastIssued uint64
 	ctx := s.Ctx(0)
 	trial := &machine.Ctx{Trace: machine.Discard}
-	clone := func() *fencemigrate.Machine { return fencemigrate.Restore(mach.Snapshot()) }
+	clone := func() *fencemigrate.Machine {
+		c, err := fencemigrate.Restore(mach.Snapshot())
+		if err != nil {
+			panic(fmt.Sprintf("scenario: fencemigrate snapshot does not restore: %v", err))
+		}
+		return c
+	}
 
 	type action struct {
 		name string

@@ -1,7 +1,11 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 )
@@ -48,4 +52,34 @@ func (fs Files) Names() []string {
 		out[i] = f.Name
 	}
 	return out
+}
+
+// Digest is a fingerprint of the files (names and bytes), "sha256:" and 64 hex digits. It
+// is what a snapshot keeps instead of the files, which carry every password: whoever holds
+// the record and the secrets renders the same files and finds the same digest, and whoever
+// holds only the digest learns nothing of the passwords.
+func (fs Files) Digest() string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range fs {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Name)))
+		h.Write(n[:])
+		h.Write([]byte(f.Name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Data)))
+		h.Write(n[:])
+		h.Write(f.Data)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// LogValue keeps the files' contents (users.toml holds every password) out of every log
+// handler, at any level: a log line shows the names and the digest only.
+func (fs Files) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("names", strings.Join(fs.Names(), ",")), slog.String("digest", fs.Digest()))
+}
+
+// String names the files and their digest, never their contents (fmt's %v and %+v, and the
+// text log handler, print this).
+func (fs Files) String() string {
+	return "files(" + strings.Join(fs.Names(), ",") + ") " + fs.Digest()
 }

@@ -80,6 +80,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"hash count", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) { r.Scheme = sm.PgHash{Key: r.Scheme.ShardKey(), Shards: 3} }, "scheme.shards", "must equal the shard count"},
 		{"duplicate shard name", func() *sm.Record { return pgHash(3) }, func(r *sm.Record) { r.Shards[2].Name = "s0" }, "shards[2].name", "used twice"},
 		{"no port", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) { r.Shards[1].Backend.Port = 0 }, "shards[1].backend.port", "is 0"},
+		{"host with a comma", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) { r.Shards[1].Backend.Host = "db1,evil.example" }, "shards[1].backend.host", "libpq reads a comma"},
+		{"host with a login", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) { r.Shards[0].Backend.Host = "u@evil.example" }, "shards[0].backend.host", "DNS name or an IP literal"},
+		{"replica host with a path", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) {
+			r.Shards[0].Backend.Replicas = []sm.Endpoint{{Host: "h/db?sslmode=disable", Port: 5432}}
+		}, "shards[0].backend.replicas[0].host", "DNS name or an IP literal"},
 		{"replica is primary", func() *sm.Record { return pgHash(2) }, func(r *sm.Record) {
 			r.Shards[0].Backend.Replicas = []sm.Endpoint{{Host: r.Shards[0].Backend.Host, Port: 5432}}
 		}, "shards[0].backend.replicas[0]", "primary itself"},
@@ -144,6 +149,17 @@ func TestValidateNamesTheField(t *testing.T) {
 			}
 			require.True(t, found, "want %s: ...%s...; got:\n%v", c.field, c.reason, err)
 		})
+	}
+}
+
+// A host is a DNS name or an IP literal; anything a connection string reads as more (a
+// list of hosts, a login, a path, parameters, a bracketed address, a port) is not.
+func TestIsHost(t *testing.T) {
+	for _, h := range []string{"db-1", "db-1.prod.example.com", "db.example.", "10.0.0.7", "127.0.0.1", "::1", "fe80::1", "2001:db8::8a2e:370:7334", "::ffff:10.0.0.1", "pg_shard_0", strings.Repeat("a", 63)} {
+		require.True(t, sm.IsHost(h), "%q is a host", h)
+	}
+	for _, h := range []string{"", "db1,db2", "user@db", "db/x", "db?sslmode=disable", "[::1]", "db:5432", "db 1", "-db", "db-", "a..b", ".db", "1:2:3:4:5:6:7:8:9", "1::2::3", "fe80::1%eth0", "g::1", "::1.2.3", strings.Repeat("a", 64), "db\x00", "db'", "db\"", "db=x"} {
+		require.False(t, sm.IsHost(h), "%q is not a host", h)
 	}
 }
 

@@ -191,6 +191,64 @@ func isKeyspaceName(s string) bool {
 	return s != ""
 }
 
+// IsHost reports whether s is a DNS name (labels of letters, digits, '-' and '_' of 1 to
+// 63 bytes, at most 253 bytes in all, an IPv4 literal included) or an IPv6 literal without
+// brackets or zone. A host is pasted into connection strings (libpq reads "a,b" as two
+// hosts, "u@h" as a login, "h/db?x=y" as a path and parameters), so nothing else is one.
+func IsHost(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	if strings.Contains(s, ":") {
+		return isIPv6(s)
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !(c == '-' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isIPv6 checks the shape of an IPv6 literal: eight groups of 1 to 4 hex digits, or fewer
+// around one "::", the last two optionally a dotted IPv4 address.
+func isIPv6(s string) bool {
+	double := strings.Contains(s, "::")
+	if strings.Count(s, "::") > 1 || strings.Contains(s, ":::") ||
+		strings.HasPrefix(s, ":") && !strings.HasPrefix(s, "::") || strings.HasSuffix(s, ":") && !strings.HasSuffix(s, "::") {
+		return false
+	}
+	groups := strings.Split(s, ":")
+	n := 0
+	for i, g := range groups {
+		switch {
+		case g == "":
+			continue // the "::"
+		case i == len(groups)-1 && strings.Contains(g, "."):
+			parts := strings.Split(g, ".")
+			if len(parts) != 4 {
+				return false
+			}
+			for _, p := range parts {
+				if p == "" || len(p) > 3 || strings.Trim(p, "0123456789") != "" {
+					return false
+				}
+			}
+			n += 2
+		case len(g) > 4 || strings.Trim(g, "0123456789abcdefABCDEF") != "":
+			return false
+		default:
+			n++
+		}
+	}
+	return n == 8 && !double || n < 8 && double
+}
+
 // isToken: non-empty, printable ASCII without spaces or quotes, at most 255 bytes.
 func isToken(s string) bool {
 	if s == "" || len(s) > 255 {
@@ -225,8 +283,8 @@ func checkLayout(p *problems, prefix string, kind RouterKind, engine Engine, l L
 			p.add(f()+".fence", "is %v; want open or writes", s.Fence)
 		}
 		b := s.Backend
-		if !isToken(b.Host) {
-			p.add(f()+".backend.host", "%q must be a host name or address", b.Host)
+		if !IsHost(b.Host) {
+			p.add(f()+".backend.host", "%q must be a host name or address: a DNS name or an IP literal, without , @ / ? [ or a port (libpq reads a comma as a list of hosts)", b.Host)
 		}
 		if b.Port == 0 {
 			p.add(f()+".backend.port", "is 0; give the server's port")
@@ -246,7 +304,10 @@ func checkLayout(p *problems, prefix string, kind RouterKind, engine Engine, l L
 		primary := Endpoint{b.Host, b.Port}
 		for j, e := range b.Replicas {
 			rf := fmt.Sprintf("%s.backend.replicas[%d]", f(), j)
-			if !isToken(e.Host) || e.Port == 0 {
+			switch {
+			case !IsHost(e.Host):
+				p.add(rf+".host", "%q must be a DNS name or an IP literal, without , @ / ? [ or a port", e.Host)
+			case e.Port == 0:
 				p.add(rf, "%q must be host:port with a non-zero port", e.String())
 			}
 			if e == primary {

@@ -89,9 +89,15 @@ func (m *Machine) push(ctx *machine.Ctx, p Push) {
 	}
 	ids := dedupe(p.Instances)
 	cur := m.s.Push
+	digest := p.Files.Digest()
 	switch {
-	case cur != nil && p.Generation == cur.Generation:
+	case cur != nil && p.Generation == cur.Generation && digest == cur.Digest:
+		if cur.Files == nil {
+			cur.Files = p.Files // a restored push that ended without its files
+		}
 		m.repush(ctx, cur, ids)
+	case cur != nil && p.Generation == cur.Generation:
+		m.refresh(ctx, cur, p, ids)
 	default:
 		if cur != nil && !cur.Done {
 			m.supersede(ctx, cur, p.Generation)
@@ -143,7 +149,7 @@ func dedupe(ids []string) []string {
 }
 
 func (m *Machine) start(ctx *machine.Ctx, p Push, ids []string) {
-	pr := &Progress{Generation: p.Generation, Version: p.Record.Version, Files: p.Files}
+	pr := &Progress{Generation: p.Generation, Version: p.Record.Version, Files: p.Files, Digest: p.Files.Digest()}
 	pr.Instances = make([]Instance, len(ids))
 	for i, id := range ids {
 		pr.Instances[i] = Instance{ID: id, Stage: StageFiles}
@@ -182,7 +188,11 @@ func (m *Machine) repush(ctx *machine.Ctx, pr *Progress, ids []string) {
 		if wasDone { // the files step gave up: start it again with a fresh budget
 			pr.FilesErr = ""
 			pr.FilesStep.Limit = pr.FilesStep.Attempt + m.opts.MaxAttempts
-			m.issueFiles(ctx, pr)
+			if m.s.Stray != nil { // a restored push's write may still land
+				pr.FilesStep.State = StepQueued
+			} else {
+				m.issueFiles(ctx, pr)
+			}
 		}
 		return // instances wait in StageFiles
 	}
@@ -191,7 +201,7 @@ func (m *Machine) repush(ctx *machine.Ctx, pr *Progress, ids []string) {
 		switch in.Stage {
 		case StageFiles:
 			in.Stage = StageReload
-			in.Reload.Limit = m.opts.MaxAttempts
+			in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
 			m.issueInstance(ctx, pr, in)
 		case StageStuck:
 			in.Stage, in.Failed = in.Failed, ""
@@ -201,6 +211,48 @@ func (m *Machine) repush(ctx *machine.Ctx, pr *Progress, ids []string) {
 		}
 	}
 	m.maybeDone(ctx, pr)
+}
+
+// refresh replaces pr by a push of the same generation with other files: what a
+// generation's files are includes its credentials, so a rotated password is pushed (written
+// and reloaded everywhere) like a new generation. Step ids stay those of the generation, so
+// attempts go on from where pr left them and replies to pr's attempts are not taken (From).
+// A files write of pr still in flight becomes the stray the new write waits for, so the
+// old files never land after the new ones.
+func (m *Machine) refresh(ctx *machine.Ctx, pr *Progress, p Push, ids []string) {
+	if !pr.Done {
+		m.supersede(ctx, pr, p.Generation)
+	}
+	next := &Progress{Generation: p.Generation, Version: p.Record.Version, Files: p.Files, Digest: p.Files.Digest()}
+	next.FilesStep = Step{Attempt: pr.FilesStep.Attempt, From: pr.FilesStep.Attempt, Limit: pr.FilesStep.Attempt + m.opts.MaxAttempts}
+	old := map[string]Instance{}
+	for _, in := range pr.Instances {
+		old[in.ID] = in
+	}
+	for _, id := range dedupe(append(ids, pr.ids()...)) {
+		in := Instance{ID: id, Stage: StageFiles}
+		if o, ok := old[id]; ok {
+			in.Reload = Step{Attempt: o.Reload.Attempt, From: o.Reload.Attempt}
+			in.Observe = Step{Attempt: o.Observe.Attempt, From: o.Observe.Attempt}
+		}
+		next.Instances = append(next.Instances, in)
+	}
+	m.s.Push = next
+	ctx.Emit(Spec, ActPush, machine.U("gen", next.Generation), machine.U("version", next.Version),
+		machine.I("instances", int64(len(next.Instances))), machine.I("added", int64(len(next.Instances))))
+	if m.s.Stray != nil {
+		next.FilesStep.State = StepQueued
+		return
+	}
+	m.issueFiles(ctx, next)
+}
+
+func (pr *Progress) ids() []string {
+	out := make([]string, len(pr.Instances))
+	for i, in := range pr.Instances {
+		out[i] = in.ID
+	}
+	return out
 }
 
 // supersede ends pr because gen replaces it.
@@ -266,7 +318,7 @@ func (m *Machine) filesWritten(ctx *machine.Ctx, r FilesWritten) {
 		in := &pr.Instances[i]
 		if in.Stage == StageFiles {
 			in.Stage = StageReload
-			in.Reload.Limit = m.opts.MaxAttempts
+			in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
 			m.issueInstance(ctx, pr, in)
 		}
 	}
@@ -339,7 +391,7 @@ func (m *Machine) emitInstanceCommand(pr *Progress, in *Instance) {
 // attempt already issued while the step still waits (the same step, so the same effect), or
 // a failure of the attempt now awaited. Everything else is late news.
 func accepts(st Step, attempt int, err error) bool {
-	if attempt < 1 || attempt > st.Attempt {
+	if attempt < 1 || attempt <= st.From || attempt > st.Attempt {
 		return false
 	}
 	if err == nil {

@@ -2,6 +2,7 @@ package configpush
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -45,4 +46,21 @@ func (c Outcome) String() string {
 		}
 	}
 	return b.String()
+}
+
+// LogValue keeps the files (users.toml carries every password) out of every log handler,
+// text or JSON, at any level: the command logs as its one-line String, which names them.
+func (c WriteFiles) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// LogValue: see WriteFiles.LogValue.
+func (c Reload) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// LogValue logs a Push by its record, generation, instances and the files' names and
+// digest, never their contents.
+func (p Push) LogValue() slog.Value {
+	var ver uint64
+	if p.Record != nil {
+		ver = p.Record.Version
+	}
+	return slog.StringValue(fmt.Sprintf("Push gen=%d version=%d instances=(%s) %s", p.Generation, ver, strings.Join(p.Instances, ","), p.Files))
 }

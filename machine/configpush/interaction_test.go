@@ -34,6 +34,13 @@ type env struct {
 	now    int64
 	rng    *rand.Rand
 	timers machinetest.Timers
+	// store is the newest record a push brought (the store's record now) and files the
+	// files last pushed for each generation (rendered with the secrets of now): a restore
+	// renders again from them, as the driver does.
+	store *shardmap.Record
+	files map[uint64]render.Files
+	// rotated is set by a secrets directive until the next restart.
+	rotated bool
 }
 
 func newEnv() *env {
@@ -48,11 +55,35 @@ func (e *env) reset(opts configpush.Options) {
 	e.now = 1000
 	e.rng = rand.New(rand.NewChaCha8([32]byte{'l', 'o', 'a', 'm'}))
 	e.timers = machinetest.Timers{}
+	e.store, e.files = nil, map[uint64]render.Files{}
 }
 
-// Restore implements machinetest.Harness.
+// Restore implements machinetest.Harness. After a secrets directive the restore is not the
+// identity (the push ends: its files no longer match), so it is not checked as one.
 func (e *env) Restore(t testing.TB) {
-	e.m = machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, e.opts) })
+	if e.rotated {
+		b, err := json.Marshal(e.m.Snapshot())
+		require.NoError(t, err)
+		var s configpush.Snapshot
+		require.NoError(t, json.Unmarshal(b, &s))
+		e.m, err = configpush.RestoreWithFiles(s, e.store, e.files[e.store.Generation], e.opts)
+		require.NoError(t, err)
+		return
+	}
+	e.m = machinetest.RoundTrip(t, e.m, func(s configpush.Snapshot) (*configpush.Machine, error) {
+		if e.store == nil {
+			return configpush.Restore(s, e.opts)
+		}
+		rec := e.store
+		if e.opts.Mutant != 0 && s.Push != nil && s.Push.Generation > rec.Generation {
+			// A mutant pushes what the store does not publish; the restore check would
+			// refuse its snapshot (property_test catches the mutant in the act instead).
+			r := *rec
+			r.Generation = s.Push.Generation
+			rec = &r
+		}
+		return configpush.RestoreWithFiles(s, rec, e.files[rec.Generation], e.opts)
+	})
 }
 
 // Handle implements machinetest.Harness.
@@ -69,7 +100,14 @@ func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 	var in configpush.Input
 	switch d.Cmd {
 	case "push":
-		in = parsePush(t, d)
+		p := parsePush(t, d)
+		if r := p.Record; r != nil && r.Version > 0 && (e.store == nil || r.Router.Name == e.store.Router.Name && r.Generation >= e.store.Generation) {
+			e.store = r
+		}
+		if p.Record != nil && (p.Generation == p.Record.Generation || e.opts.Mutant != 0) {
+			e.files[p.Generation] = p.Files
+		}
+		in = p
 	case "files-written":
 		in = configpush.FilesWritten{Step: "g" + strconv.FormatUint(machinetest.Arg[uint64](t, d, "gen", 0), 10) + "/files", Attempt: machinetest.Arg(t, d, "attempt", 1), Err: parseErr(d)}
 	case "reloaded":
@@ -93,8 +131,16 @@ func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 		// The driver died: replies in flight are lost and timers are gone. A new driver
 		// restores the persisted snapshot and feeds Restarted.
 		e.Restore(t)
+		e.rotated = false
 		e.timers = machinetest.Timers{}
 		in = configpush.Restarted{}
+	case "secrets":
+		// secrets gen=<g> password=<p>: the secrets change under the driver (a rotated
+		// password); a restore renders generation g's files with them.
+		p := parsePush(t, d)
+		e.files[p.Generation] = p.Files
+		e.rotated = true
+		return "ok"
 	case "timers":
 		if len(e.timers) == 0 {
 			return "(none)"
@@ -171,7 +217,7 @@ func parsePush(t *testing.T, d *datadriven.TestData) configpush.Push {
 		var err error
 		files, err = render.NewFiles(
 			render.File{Name: "pgdog.toml", Data: fmt.Appendf(nil, "# generation %d\n", gen)},
-			render.File{Name: "users.toml", Data: []byte("[[users]]\n")})
+			render.File{Name: "users.toml", Data: []byte("[[users]]\npassword = \"" + machinetest.Arg(t, d, "password", "pw") + "\"\n")})
 		require.NoError(t, err)
 	}
 	return configpush.Push{Record: rec, Generation: gen, Files: files, Instances: machinetest.Vals(d, "instances")}

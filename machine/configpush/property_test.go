@@ -1,6 +1,7 @@
 package configpush_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -50,6 +51,28 @@ func newWorld(t machinetest.TB, c machinetest.Chooser, opts configpush.Options) 
 		timers: map[string]int64{}, files: map[uint64]bool{}, writes: map[string]int64{},
 		reload: map[string]uint64{}, pushed: map[uint64]bool{}, ended: map[uint64]bool{},
 	}
+}
+
+// restore is a new driver's restore: the snapshot as the store keeps it (JSON, without the
+// files), and the files rendered again from the store's record. A snapshot the record
+// cannot have produced is refused, which is a violation: the machine wrote it.
+func (w *world) restore() {
+	b, err := json.Marshal(w.m.Snapshot())
+	if err != nil {
+		w.violate("encoding the snapshot: %v", err)
+		return
+	}
+	var s configpush.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		w.violate("decoding the snapshot: %v", err)
+		return
+	}
+	m, err := configpush.RestoreWithFiles(s, w.record(w.pub), filesFor(w.pub), w.opts)
+	if err != nil {
+		w.violate("restoring: %v", err)
+		return
+	}
+	w.m = m
 }
 
 func (w *world) violate(format string, a ...any) {
@@ -192,7 +215,7 @@ func (w *world) run(steps int) error {
 			w.fireEarliest()
 		case 8: // the driver dies; a new one restores the snapshot (replies in flight may
 			// still arrive: the old driver's requests were sent)
-			w.m = machinetest.RoundTrip(w.t, w.m, func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, w.opts) })
+			w.restore()
 			w.timers = map[string]int64{}
 			w.step(configpush.Restarted{})
 		case 9:

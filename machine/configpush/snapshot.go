@@ -1,11 +1,13 @@
 package configpush
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
 )
 
 // Snapshot is the machine's whole state. It round-trips through encoding/json, which is how
@@ -33,13 +35,18 @@ type Stray struct {
 
 // Progress is one push.
 type Progress struct {
-	Generation uint64       `json:"gen"`
-	Version    uint64       `json:"version"` // the record version the push was read at
-	Files      render.Files `json:"files"`
-	FilesStep  Step         `json:"files_step"`
-	FilesErr   string       `json:"files_err,omitempty"` // set when the files step gave up
-	Instances  []Instance   `json:"instances"`           // sorted by ID
-	Done       bool         `json:"done,omitempty"`
+	Generation uint64 `json:"gen"`
+	Version    uint64 `json:"version"` // the record version the push was read at
+	// Files are the push's files. They are never persisted: users.toml carries every
+	// password, and a snapshot in the store must not. Digest is persisted instead, and a
+	// restored machine gets its files back from RestoreWithFiles, rendered again from the
+	// record and the secrets, only if they match it.
+	Files     render.Files `json:"-"`
+	Digest    string       `json:"digest"`
+	FilesStep Step         `json:"files_step"`
+	FilesErr  string       `json:"files_err,omitempty"` // set when the files step gave up
+	Instances []Instance   `json:"instances"`           // sorted by ID
+	Done      bool         `json:"done,omitempty"`
 }
 
 // Instance is one router instance's progress through a push.
@@ -84,6 +91,10 @@ type Step struct {
 	Limit   int       `json:"limit,omitempty"`   // the attempt after which the step gives up
 	At      int64     `json:"at,omitempty"`      // reply deadline (awaiting) or retry time (backoff)
 	Err     string    `json:"err,omitempty"`     // the last failure
+	// From is the last attempt of an earlier push of the same generation with other files
+	// (a rotated password): replies to attempts up to From are about those files and are
+	// not taken.
+	From int `json:"from,omitempty"`
 }
 
 // StepState is what a step waits for.
@@ -113,11 +124,43 @@ func (m *Machine) Snapshot() Snapshot {
 	return s
 }
 
+// ErrFilesChanged is in the Outcome of a restored push whose files, rendered again, do not
+// match the digest its snapshot kept.
+var ErrFilesChanged = errors.New("configpush: the files rendered again do not match the snapshot's digest")
+
 // Restore rebuilds a machine from a snapshot, with opts (options are not persisted). Feed it
 // Restarted before anything else, so what was in flight is issued again.
+//
+// A snapshot decoded from JSON carries no files (see Progress.Files): use RestoreWithFiles to
+// give them back. Restored without them, an unfinished push ends with a files error and
+// nothing is written or reloaded; the next Push of its generation starts it again.
 func Restore(s Snapshot, opts Options) (*Machine, error) {
+	return restore(s, nil, nil, opts)
+}
+
+// RestoreWithFiles is Restore with the files of the push rendered again by the driver: rec
+// is the record in the store now and files are its files rendered with the secrets of now.
+// The snapshot must be one rec can have followed: for rec's database, and no generation in
+// it above rec's (else an error: the snapshot was not written by a controller of this
+// record). The files are taken only if rec is at the push's generation and they match the
+// digest the snapshot kept; otherwise an unfinished push ends with ErrFilesChanged in its
+// Outcome (a password rotated since, or a snapshot written by someone else), nothing of it
+// is written, and the next Push starts the generation again with the files of now.
+func RestoreWithFiles(s Snapshot, rec *shardmap.Record, files render.Files, opts Options) (*Machine, error) {
+	if rec == nil {
+		return nil, fmt.Errorf("configpush: cannot restore: no record to render the files from")
+	}
+	return restore(s, rec, files, opts)
+}
+
+func restore(s Snapshot, rec *shardmap.Record, files render.Files, opts Options) (*Machine, error) {
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("configpush: cannot restore: %w", err)
+	}
+	if rec != nil {
+		if err := s.follows(rec); err != nil {
+			return nil, fmt.Errorf("configpush: cannot restore: %w", err)
+		}
 	}
 	m := New(opts)
 	m.s = s
@@ -130,7 +173,59 @@ func Restore(s Snapshot, opts Options) (*Machine, error) {
 		st := *s.Stray
 		m.s.Stray = &st
 	}
+	if pr := m.s.Push; pr != nil && pr.Files == nil {
+		switch {
+		case rec != nil && rec.Generation == pr.Generation && files.Digest() == pr.Digest:
+			pr.Files = files
+		case !pr.Done:
+			why := "restored without its files"
+			if rec != nil {
+				why = fmt.Sprintf("%v (generation %d, digest %s; rendered now from record version %d generation %d: %s): the record or a password changed since, or the snapshot was not written by this controller; nothing of it is written",
+					ErrFilesChanged, pr.Generation, pr.Digest, rec.Version, rec.Generation, files.Digest())
+			}
+			m.halt(pr, why)
+		}
+	}
 	return m, nil
+}
+
+// halt ends a restored push whose files are not known, before anything of it is issued
+// again: Restarted reports its Outcome, with why as the files error.
+func (m *Machine) halt(pr *Progress, why string) {
+	if st := pr.FilesStep; st.State == StepAwaiting && m.s.Stray == nil {
+		// The old driver's write may still land: the next write waits for its deadline.
+		m.s.Stray = &Stray{Generation: pr.Generation, Step: filesStep(pr.Generation), Attempt: st.Attempt, At: st.At}
+	}
+	pr.Done = true
+	pr.FilesErr = why
+	pr.FilesStep.From = pr.FilesStep.Attempt
+	if pr.FilesStep.State != StepDone {
+		pr.FilesStep.State, pr.FilesStep.Err = StepDone, why
+	}
+	for i := range pr.Instances {
+		if in := &pr.Instances[i]; !in.Stage.Terminal() {
+			// Back to waiting for the files: a Push that brings them starts the instance
+			// again, its attempts going on from here.
+			in.Stage = StageFiles
+			in.Reload = Step{Attempt: in.Reload.Attempt, From: in.Reload.Attempt}
+			in.Observe = Step{Attempt: in.Observe.Attempt, From: in.Observe.Attempt}
+		}
+	}
+}
+
+// follows checks the snapshot against the record in the store: a controller never pushes
+// or writes a generation the store has not published.
+func (s Snapshot) follows(rec *shardmap.Record) error {
+	if s.Database != "" && s.Database != rec.Router.Name {
+		return fmt.Errorf("the snapshot is for database %q but the record is %q", s.Database, rec.Router.Name)
+	}
+	if s.Written > rec.Generation {
+		return fmt.Errorf("written is generation %d, above the record's generation %d: the store never published it", s.Written, rec.Generation)
+	}
+	if p := s.Push; p != nil && p.Generation > rec.Generation {
+		return fmt.Errorf("push.gen is %d, above the record's generation %d: the store never published it", p.Generation, rec.Generation)
+	}
+	return nil
 }
 
 func (s Snapshot) check() error {
@@ -144,8 +239,11 @@ func (s Snapshot) check() error {
 	if p.Generation == 0 {
 		return fmt.Errorf("push.gen is 0")
 	}
-	if s.Stray != nil && s.Stray.Generation >= p.Generation {
-		return fmt.Errorf("stray write of generation %d is not older than the push of %d", s.Stray.Generation, p.Generation)
+	if s.Stray != nil && (s.Stray.Generation > p.Generation || s.Stray.Generation == p.Generation && s.Stray.Attempt > p.FilesStep.From) {
+		return fmt.Errorf("stray write of generation %d (attempt %d) is not older than the push of %d", s.Stray.Generation, s.Stray.Attempt, p.Generation)
+	}
+	if p.FilesStep.From > p.FilesStep.Attempt && p.FilesStep.State != StepQueued {
+		return fmt.Errorf("push.files_step.from %d is above its attempt %d", p.FilesStep.From, p.FilesStep.Attempt)
 	}
 	if (p.FilesStep.State == StepQueued) != (s.Stray != nil && !p.Done) {
 		return fmt.Errorf("push.files_step is %q but stray is %v", p.FilesStep.State, s.Stray != nil)

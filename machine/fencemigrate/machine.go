@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"loam.dev/router/kernel/fencing"
@@ -63,13 +64,60 @@ func (m *Machine) Snapshot() Snapshot {
 	return s
 }
 
-// Restore rebuilds a machine from a snapshot.
-func Restore(s Snapshot) *Machine {
+// Restore rebuilds a machine from a snapshot. A snapshot no machine could have written (a
+// damaged or hand-made blob) is refused with the field named: resuming from it could allow
+// C before the backfill, or open the door, on the word of whoever wrote the store.
+func Restore(s Snapshot) (*Machine, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("fencemigrate: cannot restore: %w", err)
+	}
 	s.Pods = maps.Clone(s.Pods)
 	if s.Pods == nil {
 		s.Pods = map[string]fencing.Version{}
 	}
-	return &Machine{s: s}
+	return &Machine{s: s}, nil
+}
+
+// check is what every snapshot of a machine satisfies.
+func (s Snapshot) check() error {
+	if s.Config.LeaseTTL <= 0 {
+		return fmt.Errorf("Config.LeaseTTL is %d; it is a positive lease TTL in ms", s.Config.LeaseTTL)
+	}
+	if s.Allowed > fencing.C {
+		return fmt.Errorf("Allowed is %v; want O, A, B or C", s.Allowed)
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.Pods)) {
+		if p == "" {
+			return fmt.Errorf("Pods has a pod without a name")
+		}
+		if v := s.Pods[p]; v > fencing.C {
+			return fmt.Errorf("Pods[%q] is %v; want O, A, B or C", p, v)
+		}
+	}
+	switch {
+	case s.Backfilled && s.Allowed < fencing.B:
+		return fmt.Errorf("Backfilled is set while %v is allowed: the backfill runs only once B is", s.Allowed)
+	case s.Drained && !s.Backfilled:
+		return fmt.Errorf("Drained is set but Backfilled is not: the drain is proven only after the backfill")
+	case s.Enabled && s.Allowed != fencing.C:
+		return fmt.Errorf("Enabled is set while %v is allowed: the door opens only on C", s.Allowed)
+	case s.Enabled && (s.ConfirmToken != "" || s.EnableStep != ""):
+		return fmt.Errorf("Enabled is set with an enable still pending (ConfirmToken %q, EnableStep %q)", s.ConfirmToken, s.EnableStep)
+	}
+	for _, st := range []struct{ field, kind, v string }{
+		{"BackfillStep", "backfill", s.BackfillStep}, {"ScanStep", "scan", s.ScanStep}, {"DrainTimer", "drain", s.DrainTimer},
+		{"ConfirmToken", "enable", s.ConfirmToken}, {"EnableStep", "door", s.EnableStep},
+	} {
+		if st.v == "" {
+			continue
+		}
+		n, ok := strings.CutPrefix(st.v, st.kind+"/")
+		seq, err := strconv.ParseUint(n, 10, 64)
+		if !ok || err != nil || seq == 0 || seq > s.Seq {
+			return fmt.Errorf("%s is %q; want %s/<n> with n from 1 to Seq (%d)", st.field, st.v, st.kind, s.Seq)
+		}
+	}
+	return nil
 }
 
 // Allowed is the newest version pods may run.

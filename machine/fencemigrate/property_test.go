@@ -234,7 +234,8 @@ func TestSnapshotRestoreAndDeterminism(t *testing.T) {
 		}
 		trace := slices.Clone(e.rec.Events)
 
-		r := fencemigrate.Restore(snap)
+		r, err := fencemigrate.Restore(snap)
+		require.NoError(t, err)
 		for i := cut; i < n; i++ {
 			got := r.On(&machine.Ctx{Now: nows[i]}, ins[i])
 			require.True(t, reflect.DeepEqual(outs[i], got), "step %d after restore: %v vs %v", i, outs[i], got)

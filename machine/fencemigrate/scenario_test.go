@@ -31,7 +31,7 @@ type harness struct {
 // Restore implements machinetest.Harness.
 func (h *harness) Restore(t testing.TB) {
 	if h.m != nil {
-		h.m = machinetest.RoundTrip(t, h.m, func(s fencemigrate.Snapshot) (*fencemigrate.Machine, error) { return fencemigrate.Restore(s), nil })
+		h.m = machinetest.RoundTrip(t, h.m, func(s fencemigrate.Snapshot) (*fencemigrate.Machine, error) { return fencemigrate.Restore(s) })
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/pgdog"
-	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -143,7 +142,7 @@ func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
 	}
 	if dc.ShardUser != "" {
 		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
-			return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{})
+			return dialShard(ctx, dc, b)
 		}
 	}
 	return f, nil
@@ -165,9 +164,14 @@ func adminDSN(dc *DatabaseConfig, rc RouterConfig) string {
 }
 
 // shardDSN is how the controller logs into a shard's database: the record's host, port
-// and database, the config's shard_user and the password its environment variable holds.
+// and database, the config's shard_user and the password its environment variable holds,
+// sslmode verify-full unless shard_sslmode says otherwise.
 func shardDSN(dc *DatabaseConfig, b shardmap.Backend) string {
-	return pgURL(b.Host, int(b.Port), b.Database, dc.ShardUser, dc.ShardPasswordEnv, dc.ShardSSLMode)
+	sslmode := dc.ShardSSLMode
+	if sslmode == "" {
+		sslmode = "verify-full"
+	}
+	return pgURL(b.Host, int(b.Port), b.Database, dc.ShardUser, dc.ShardPasswordEnv, sslmode)
 }
 
 // pgURL is a libpq connection URL for one of the controller's own logins (sslmode prefer

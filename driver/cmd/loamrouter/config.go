@@ -27,6 +27,7 @@ type Config struct {
 	Databases  []DatabaseConfig `toml:"databases"`
 	Fencing    []FencingConfig  `toml:"fencing"`
 	LSN        LSNConfig        `toml:"lsn"`
+	Shards     ShardsConfig     `toml:"shards"` // shardaccess.go
 	// Credentials are who this process's servers (controller.listen, store-serve) accept.
 	Credentials []CredentialConfig `toml:"credentials"`
 	TLS         TLSConfig          `toml:"tls"`
@@ -157,11 +158,14 @@ type DatabaseConfig struct {
 	// list prepared transactions (a superuser or a role with CREATEROLE and pg_signal_backend).
 	ShardUser        string `toml:"shard_user"`
 	ShardPasswordEnv string `toml:"shard_password_env"`
-	// ShardSSLMode is libpq's sslmode for those logins (default prefer; verify-full in
-	// production).
+	// ShardSSLMode is libpq's sslmode for those logins (default verify-full; with a
+	// password, only verify-full or verify-ca unless insecure).
 	ShardSSLMode string `toml:"shard_sslmode"`
-	// Insecure renders no TLS keys (development only).
+	// Insecure renders no TLS keys and lets the controller's shard logins go without
+	// verified TLS and to any host when [shards] allow is empty (development only).
 	Insecure bool `toml:"insecure"`
+	// shardAllow is [shards] allow, parsed (shardaccess.go).
+	shardAllow *shardAllow
 
 	Routers []RouterConfig `toml:"routers"`
 	InDoubt InDoubtConfig  `toml:"indoubt"`
@@ -575,6 +579,9 @@ func (c *Config) check() error {
 				return bad(at+".pods", "%s", msg)
 			}
 		}
+	}
+	if err := c.Shards.check(c.Databases, bad); err != nil { // shardaccess.go
+		return err
 	}
 	return c.LSN.check(bad)
 }

@@ -112,6 +112,18 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 			}
 		}
 	} else if errors.Is(err, adapters.ErrNotFound) {
+		// No snapshot: a fresh start, unless this very request already ran and was filed
+		// (a crash between removing the snapshot and removing the request). A cutover
+		// that ended is never run again.
+		switch h, _, err := getJSON[cutoverResult](ctx, d.store, cutoverHistoryKey(ref, req.From)); {
+		case err == nil && sameRequest(h.Request, req):
+			log.Info("the cutover had ended and was filed; clearing its request", "outcome", h.Outcome, "generation", h.Generation)
+			d.clearCutover(ctx, ref, log)
+			return
+		case err != nil && !errors.Is(err, adapters.ErrNotFound):
+			log.Error("cannot read the cutover history; not starting the cutover until it can be (a filed cutover is never run again)", "key", cutoverHistoryKey(ref, req.From), "err", err)
+			return
+		}
 		rec, err := d.store.Read(ctx, ref)
 		if err != nil {
 			log.Error("cannot read the record to start the cutover", "err", err)
@@ -260,17 +272,35 @@ func (d *daemon) fileCutover(ctx context.Context, ref adapters.DBRef, req cutove
 		log.Error("filing the cutover failed; will try again", "err", err)
 		return
 	}
-	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), cutoverDecisionKey(ref), cutoverRequestKey(ref)} {
-		if b, err := d.store.GetBlob(ctx, key); err == nil {
-			if err := d.guarded.DeleteBlob(ctx, key, b.Version); err != nil {
-				log.Error("clearing the finished cutover failed; will try again", "key", key, "err", err)
-				return
-			}
-		}
+	if !d.clearCutover(ctx, ref, log) {
+		return
 	}
 	_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
 		What: fmt.Sprintf("cutover ended: %s at generation %d%s", res.Outcome, res.Generation, prefixed(": ", res.Reason)), Result: "ok"})
 	log.Info("cutover ended", "outcome", res.Outcome, "generation", res.Generation, "reason", res.Reason)
+}
+
+// clearCutover removes a filed cutover's snapshot, decision and request, in that order: the
+// request goes last, so a crash in between leaves a request that runCutover finds filed in
+// the history and clears without running it again.
+func (d *daemon) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog.Logger) bool {
+	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), cutoverDecisionKey(ref), cutoverRequestKey(ref)} {
+		if b, err := d.store.GetBlob(ctx, key); err == nil {
+			if err := d.guarded.DeleteBlob(ctx, key, b.Version); err != nil {
+				log.Error("clearing the finished cutover failed; will try again", "key", key, "err", err)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameRequest reports whether the history's request is req (another cutover from the same
+// generation, after a rollback, is a new request).
+func sameRequest(a, b cutoverRequest) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // cutoverDetail says what a reply carried, for the audit log and progress estimates.

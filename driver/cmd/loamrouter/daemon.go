@@ -352,10 +352,23 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 		}
 	}
 	d.keepRunning(ctx, log, "configpush", func() error {
-		return driver.Run(ctx, driver.ConfigPush(audited, configpush.Options{}), driver.Config[configpush.Input]{
+		return driver.Run(ctx, driver.ConfigPushRendered(audited, configpush.Options{}, d.rerender(ctx, dc, ref)), driver.Config[configpush.Input]{
 			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: in, Drain: d.drain,
 		})
 	})
+}
+
+// rerender renders the files of the database's record now (a restored push's files, which
+// its snapshot does not keep).
+func (d *daemon) rerender(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef) driver.Rerender {
+	return func() (*shardmap.Record, render.Files, error) {
+		rec, err := d.store.Read(ctx, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		files, err := renderFiles(rec, dc)
+		return rec, files, err
+	}
 }
 
 // target is where a database's files go: a directory laid out as a mounted ConfigMap.

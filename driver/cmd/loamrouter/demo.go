@@ -24,7 +24,6 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/driver"
@@ -176,7 +175,7 @@ func (w *demoWorld) opener(ctx context.Context, dc *DatabaseConfig) (*fleet, err
 	}
 	f.resharders[demoDesig] = lazyResharder{w}
 	f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
-		return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{})
+		return dialShard(ctx, dc, b)
 	}
 	return f, nil
 }

@@ -145,6 +145,9 @@ func parseEndpoint(s, defaultDB string) (shardmap.Backend, error) {
 	if err != nil || p == 0 {
 		return shardmap.Backend{}, fmt.Errorf("%q: port %q is not a TCP port", s, port)
 	}
+	if !shardmap.IsHost(host) {
+		return shardmap.Backend{}, fmt.Errorf("%q: host %q must be a DNS name or an IP address (no , @ / ? or brackets)", s, host)
+	}
 	if db == "" {
 		db = defaultDB
 	}

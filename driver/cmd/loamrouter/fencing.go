@@ -145,7 +145,12 @@ func (c *cli) openFencing(cmd *cobra.Command, command, name string) (*fencingRun
 			closeAll()
 			return nil, nil, fmt.Errorf("%s: %w: %v", b.Key, adapters.ErrCorrupt, err)
 		}
-		r.m, r.version = fencemigrate.Restore(s), b.Version
+		m, err := fencemigrate.Restore(s)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s: %w: %w", b.Key, adapters.ErrCorrupt, err)
+		}
+		r.m, r.version = m, b.Version
 	}
 	vs, err := ex.Versions(ctx)
 	if err != nil {

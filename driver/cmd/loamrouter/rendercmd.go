@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -72,11 +73,11 @@ files are printed, secrets redacted in users.toml unless --show-secrets.`,
 				}
 				out, _ := cmd.Flags().GetString("out")
 				if out != "" {
-					if err := os.MkdirAll(out, 0o700); err != nil {
+					if err := os.MkdirAll(out, configmap.DirMode); err != nil {
 						return err
 					}
 					for _, f := range files {
-						if err := os.WriteFile(filepath.Join(out, f.Name), f.Data, 0o600); err != nil {
+						if err := os.WriteFile(filepath.Join(out, f.Name), f.Data, configmap.FileMode); err != nil {
 							return err
 						}
 					}

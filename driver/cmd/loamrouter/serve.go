@@ -70,6 +70,8 @@ Keys of loam.toml (all optional but [[databases]]):
                           finalize_after, retry_after, attempts
   [[fencing]]  name, addrs, pods (the deployment's pod names), lease_ttl, old_lease,
                old_generation, new_lease, new_generation
+  [shards]     allow (the hosts, *.domains, IPs and CIDRs the controller may log into as
+               shard_user; required with shard_password_env unless insecure)
   [lsn]        enabled, interval (10ms), timeout (100ms), history (60s), user, password_env,
                database, sslmode
     [[lsn.endpoints]] host, port (5432): each physical server once`,

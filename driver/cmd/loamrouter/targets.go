@@ -65,14 +65,24 @@ func readAlertLines(path string) ([]alertLine, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, err := parseAlertLines(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// parseAlertLines reads the JSON lines of an alerts file; a line that does not decode is
+// an error naming its number.
+func parseAlertLines(data []byte) ([]alertLine, error) {
 	var out []alertLine
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	for i, line := range bytes.Split(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var l alertLine
 		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}
 		out = append(out, l)
 	}

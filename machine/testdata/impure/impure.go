@@ -4,6 +4,8 @@ package impure
 
 import (
 	"database/sql"
+	"log"
+	"log/slog"
 	mrand "math/rand"
 	"math/rand/v2"
 	"net"
@@ -21,6 +23,7 @@ var _ = exec.ErrNotFound
 var _ = syscall.EINVAL
 var _ sync.Mutex
 var _ net.Addr
+var _ slog.Value // allowed: a value type, no logger
 
 func Bad() {
 	_ = time.Now()
@@ -30,5 +33,7 @@ func Bad() {
 	_ = mrand.Intn(3)
 	_ = rand.IntN(3)
 	_ = os.Getenv("HOME")
+	slog.Info("a log line")
+	log.Print("another")
 	go Bad()
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
+)
+
+// TestFiledCutoverNeverRunsAgain: a controller that crashed while clearing a finished
+// cutover (its outcome filed in the history, its snapshot removed, its request not yet)
+// finds the request, sees it filed, and clears it without running the cutover again: no
+// pause, no fence, no CUTOVER, and the filed outcome stays as it was.
+func TestFiledCutoverNeverRunsAgain(t *testing.T) {
+	setFleetSecrets(t)
+	dir := t.TempDir()
+	conf := cutoverConfig(t, dir, freePort(t))
+	w := newWorld()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
+	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
+	require.NoError(t, err)
+	req := cutoverRequest{Plan: cutoverPlanForTest(), By: "test", At: 1_700_000_000_000, From: 2}
+	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, req))
+	filed := cutoverResult{Request: req, Outcome: "finalized", Generation: 3, Ended: 1_700_000_100_000}
+	require.NoError(t, putJSON(t.Context(), st, cutoverHistoryKey(ref, req.From), 0, filed))
+	before, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
+		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
+		root.SetErr(&bytes.Buffer{})
+		served <- root.ExecuteContext(ctx)
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+			<-served
+		}
+	})
+	// The request is cleared: the status shows the filed outcome again, not a cutover running.
+	require.Eventually(t, func() bool {
+		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
+		var p cutoverProgress
+		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized" && !p.Running
+	}, 15*time.Second, 50*time.Millisecond)
+	stop()
+	<-served
+	stopped = true
+
+	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.GetBlob(t.Context(), cutoverRequestKey(ref))
+	require.True(t, errors.Is(err, adapters.ErrNotFound), "the request is cleared (%v)", err)
+	after, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	require.NoError(t, err)
+	require.Equal(t, before.Data, after.Data, "the filed outcome is kept as it was")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Zero(t, w.cutover, "no CUTOVER")
+	require.Zero(t, w.fences, "no fence")
+	require.Empty(t, w.paused, "no pause")
+}
