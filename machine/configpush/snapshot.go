@@ -46,6 +46,7 @@ type Progress struct {
 type Instance struct {
 	ID      string `json:"id"`
 	Stage   Stage  `json:"stage"`
+	Visible Step   `json:"visible,omitzero"` // the AwaitFiles step (Options.AwaitFiles)
 	Reload  Step   `json:"reload"`
 	Observe Step   `json:"observe"`
 	// Observed is the generation the instance reported (Stage ahead or confirmed, or an
@@ -60,6 +61,7 @@ type Stage string
 
 const (
 	StageFiles     Stage = "files"     // waits for the files to be written
+	StageVisible   Stage = "visible"   // its AwaitFiles step runs: it cannot see the files yet
 	StageReload    Stage = "reload"    // its Reload step runs
 	StageObserve   Stage = "observe"   // its Observe step runs
 	StageConfirmed Stage = "confirmed" // it reports the pushed generation
@@ -158,7 +160,7 @@ func (s Snapshot) check() error {
 			return fmt.Errorf("push.instances[%d]: id %q appears twice", i, in.ID)
 		}
 		switch in.Stage {
-		case StageFiles, StageReload, StageObserve, StageConfirmed, StageAhead, StageUnknown, StageStuck:
+		case StageFiles, StageVisible, StageReload, StageObserve, StageConfirmed, StageAhead, StageUnknown, StageStuck:
 		default:
 			return fmt.Errorf("push.instances[%d] (%s): unknown stage %q", i, in.ID, in.Stage)
 		}
