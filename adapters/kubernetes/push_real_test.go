@@ -62,12 +62,8 @@ func rendered(t *testing.T, rec *shardmap.Record) render.Files {
 // every RELOAD loads it and every pod is confirmed on it. It logs the figure: the time
 // from the Push to the Outcome, median over the pushes.
 func TestRealPushThreePods(t *testing.T) {
-	srv := kube.Get(t)
-	admin := client(t, srv, "")
-	ns := namespace(t, admin)
+	srv, admin, ns := deployed(t, rendered(t, record(1)))
 	ctx := context.Background()
-	require.NoError(t, target(t, admin, ns, true).WriteFiles(ctx, 1, rendered(t, record(1))))
-	bind(t, admin, kubernetes.Role(ns, "loam-router", "pgdog", "pgdog-users"), controller)
 
 	const delay = time.Second
 	root := t.TempDir()

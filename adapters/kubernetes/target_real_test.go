@@ -15,6 +15,7 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/adapters/kubernetes"
+	"loam.dev/router/conformance/kubetest"
 	"loam.dev/router/kernel/render"
 )
 
@@ -126,12 +127,8 @@ func TestRealTargetNotFound(t *testing.T) {
 // is refused with ErrForbidden (403) and the ConfigMap is not touched, since the Secret is
 // written first; and the controller may not read any other Secret.
 func TestRealTargetLeastRBAC(t *testing.T) {
-	srv := kube.Get(t)
-	admin := client(t, srv, "")
-	ns := namespace(t, admin)
+	srv, admin, ns := deployed(t, files(1))
 	ctx := context.Background()
-	require.NoError(t, target(t, admin, ns, true).WriteFiles(ctx, 1, files(1)))
-	bind(t, admin, kubernetes.Role(ns, "loam-router", "pgdog", "pgdog-users"), controller)
 	tooSmall := kubernetes.Role(ns, "too-small", "pgdog", "pgdog-users")
 	tooSmall.Rules[1].Verbs = []string{"get"}
 	bind(t, admin, tooSmall, small)
@@ -166,12 +163,8 @@ func TestRealTargetLeastRBAC(t *testing.T) {
 // it (ErrConflict, 409). Its retry reads again and is refused as older than what is there
 // (ErrNewerGeneration), so the files never go backwards.
 func TestRealTargetStaleController(t *testing.T) {
-	srv := kube.Get(t)
-	admin := client(t, srv, "")
-	ns := namespace(t, admin)
+	srv, admin, ns := deployed(t, files(1))
 	ctx := context.Background()
-	require.NoError(t, target(t, admin, ns, true).WriteFiles(ctx, 1, files(1)))
-	bind(t, admin, kubernetes.Role(ns, "loam-router", "pgdog", "pgdog-users"), controller)
 	bind(t, admin, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "loam-router-stale"}, Rules: kubernetes.Role(ns, "", "pgdog", "pgdog-users").Rules}, stale)
 
 	current := target(t, client(t, srv, controller), ns, false)
@@ -193,4 +186,16 @@ func TestRealTargetStaleController(t *testing.T) {
 	require.Equal(t, "3", cm.Annotations[render.AnnotationGeneration])
 	require.Equal(t, "3", s.Annotations[render.AnnotationGeneration])
 	require.Equal(t, files(3)[0].Data, []byte(cm.Data["pgdog.toml"]))
+}
+
+// deployed is a namespace of the test's own holding the ConfigMap and the Secret at
+// generation 1 (first), and the controller bound to kubernetes.Role.
+func deployed(t *testing.T, first render.Files) (*kubetest.Server, k8s.Interface, string) {
+	t.Helper()
+	srv := kube.Get(t)
+	admin := client(t, srv, "")
+	ns := namespace(t, admin)
+	require.NoError(t, target(t, admin, ns, true).WriteFiles(context.Background(), 1, first))
+	bind(t, admin, kubernetes.Role(ns, "loam-router", "pgdog", "pgdog-users"), controller)
+	return srv, admin, ns
 }
