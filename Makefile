@@ -18,9 +18,10 @@ test:
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
 	cd conformance/vitessdiff && $(GO) test -mod=mod -count=1 ./...
+	cd adapters/kubernetes && $(GO) test -mod=mod -count=1 ./...
 
-# The nested module (Vitess code, kept out of the main go.mod) takes -mod=mod: it replaces
-# loam.dev/router with this tree, so a new dependency of the main module must not stop it.
+# The nested modules (Vitess and client-go code, kept out of the main go.mod) take -mod=mod: they replace
+# loam.dev/router with this tree, so a new dependency of the main module must not stop them.
 
 # Build tags that compile deliberately broken variants, never part of the default build; the
 # tests under them show each break is caught.
@@ -45,7 +46,7 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
-	@set -e; for mod in conformance/vitessdiff; do \
+	@set -e; for mod in conformance/vitessdiff adapters/kubernetes; do \
 	  for pkg in $$(cd $$mod && $(GO) list ./...); do \
 	    for f in $$(cd $$mod && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	      echo "== $$pkg $$f"; \
@@ -58,6 +59,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd conformance/vitessdiff && $(GO) vet -mod=mod ./...
+	cd adapters/kubernetes && $(GO) vet -mod=mod ./...
 
 # The main job: build the binary, then move a shard with the fenced cutover on local Postgres
 # servers under a write load (see README). It cleans up everything it started, also on Ctrl-C.

@@ -23,6 +23,11 @@ type ConfigPushExecutor struct {
 	Target adapters.ConfigTarget
 	// Instance finds a router instance by id (see Lookup).
 	Instance func(id string) (adapters.RouterInstance, bool)
+	// FilesSeen answers AwaitFiles (configpush.Options.AwaitFiles, on Kubernetes): the
+	// generation of the files instance id sees where it reads them, for example
+	// adapters/kubernetes.VisibleGeneration on its mounted directory. Unset, AwaitFiles is
+	// answered with an error, so a machine that waits never reloads.
+	FilesSeen func(ctx context.Context, id string) (uint64, error)
 	// OnOutcome, when set, receives every push's Outcome (it is logged either way).
 	OnOutcome func(configpush.Outcome)
 	// Logger defaults to slog.Default().
@@ -53,6 +58,14 @@ func (e *ConfigPushExecutor) Execute(ctx context.Context, cmd configpush.Command
 		}
 		warn(log, err, "reload failed", "step", c.Step, "attempt", c.Attempt, "instance", c.Instance)
 		return configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err}, true
+	case configpush.AwaitFiles:
+		var gen uint64
+		err := fmt.Errorf("driver: configpush waits for the files (Options.AwaitFiles) but ConfigPushExecutor.FilesSeen is unset; set it to read what instance %q sees", c.Instance)
+		if e.FilesSeen != nil {
+			gen, err = e.FilesSeen(ctx, c.Instance)
+		}
+		warn(log, err, "reading which files the instance sees failed", "step", c.Step, "attempt", c.Attempt, "instance", c.Instance)
+		return configpush.FilesSeen{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: gen, Err: err}, true
 	case configpush.Observe:
 		inst, err := e.instance(c.Instance)
 		var o adapters.Observed

@@ -278,3 +278,40 @@ type failingTarget struct{}
 func (failingTarget) WriteFiles(context.Context, uint64, render.Files) error {
 	return errors.New("disk full")
 }
+
+// TestRunAwaitsFiles: with AwaitFiles the executor asks FilesSeen before each reload, and
+// an instance that sees older files is asked again after the backoff and reloaded only
+// once it sees the pushed generation; without FilesSeen it is never reloaded.
+func TestRunAwaitsFiles(t *testing.T) {
+	insts, fakes, ids := fakeInstances(2, 0)
+	var mu sync.Mutex
+	asked := map[string]int{}
+	exec := &driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet,
+		FilesSeen: func(ctx context.Context, id string) (uint64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[id]++
+			if id == ids[1] && asked[id] < 3 {
+				return 3, nil // the kubelet has not projected generation 4 yet
+			}
+			return 4, nil
+		}}
+	opts := configpush.Options{AwaitFiles: true, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	var outcome configpush.Outcome
+	exec.OnOutcome = func(o configpush.Outcome) { outcome = o }
+	err := driver.Run(context.Background(), driver.ConfigPush(exec, opts),
+		driver.Config[configpush.Input]{ID: "ns/app", Logger: quiet, Trace: machine.Discard}, push(4, ids))
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 3}, asked)
+	require.Equal(t, 1, fakes[1].applied)
+	require.Equal(t, ids, outcome.Confirmed)
+
+	insts, fakes, ids = fakeInstances(1, 0)
+	exec = &driver.ConfigPushExecutor{Target: &fakeTarget{}, Instance: driver.Lookup(insts), Logger: quiet, OnOutcome: func(o configpush.Outcome) { outcome = o }}
+	opts.AwaitAttempts = 2
+	err = driver.Run(context.Background(), driver.ConfigPush(exec, opts),
+		driver.Config[configpush.Input]{ID: "ns/app2", Logger: quiet, Trace: machine.Discard}, push(4, ids))
+	require.NoError(t, err)
+	require.Zero(t, fakes[0].applied)
+	require.Equal(t, ids, outcome.Stuck)
+}

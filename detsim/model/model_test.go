@@ -372,3 +372,42 @@ func TestFilesWriteFault(t *testing.T) {
 	require.Equal(t, uint64(1), g)
 	require.NoError(t, f.Write(2, nil))
 }
+
+// TestFilesProjectionDelay: with ProjectionDelay a pod sees a write only after its own
+// lag (at most the delay), never an older one again once it saw the newer; Read (the API
+// object) has it at once; zero delay is Read for everyone.
+func TestFilesProjectionDelay(t *testing.T) {
+	s := detsim.New(detsim.Config{Seed: 1})
+	f := model.NewFiles(s, 1, nil)
+	f.ProjectionDelay = 5000
+	var seen []map[string]uint64
+	s.At(100, detsim.Label{Kind: "op", What: "write"}, func() { require.NoError(t, f.Write(2, nil)) })
+	for at := int64(100); at <= 5200; at += 50 {
+		s.At(at, detsim.Label{Kind: "op", What: "look"}, func() {
+			m := map[string]uint64{}
+			for _, pod := range []string{"pgdog-0", "pgdog-1", "pgdog-2"} {
+				m[pod], _ = f.ReadAs(pod)
+			}
+			seen = append(seen, m)
+		})
+	}
+	s.Run(10_000, 1_000_000)
+	g, _ := f.Read()
+	require.Equal(t, uint64(2), g)
+	lagged := false
+	for i, m := range seen {
+		for pod, g := range m {
+			if g == 1 {
+				lagged = true
+			}
+			if i > 0 && seen[i-1][pod] > g {
+				t.Fatalf("%s went back from %d to %d", pod, seen[i-1][pod], g)
+			}
+		}
+	}
+	require.True(t, lagged, "some pod sees generation 1 after the write")
+	require.Equal(t, map[string]uint64{"pgdog-0": 2, "pgdog-1": 2, "pgdog-2": 2}, seen[len(seen)-1], "every pod sees it within the delay")
+	f.ProjectionDelay = 0
+	g, _ = f.ReadAs("pgdog-0")
+	require.Equal(t, uint64(2), g)
+}

@@ -94,7 +94,7 @@ func (r *Router) start() {
 }
 
 func (r *Router) load(why string) error {
-	gen, fs := r.files.Read()
+	gen, fs := r.files.ReadAs(r.ID)
 	c, err := ParseConfig(fs)
 	if err != nil {
 		// PgDog keeps what it had and answers the admin command with an error (58000).

@@ -167,6 +167,18 @@ func (d *daemon) execPush(cmd configpush.Command) {
 			func(_ any, err error) {
 				back(configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err})
 			})
+	case configpush.AwaitFiles:
+		// What the pod's directory shows (Files.ProjectionDelay models the kubelet).
+		r := f.router(c.Instance)
+		s.Net.Call(d.ctl.Node, r.Node, "files?", detsim.Idempotent,
+			func(rep detsim.Reply) { g, _ := f.files.ReadAs(r.ID); rep(g, nil) },
+			func(v any, err error) {
+				var g uint64
+				if err == nil {
+					g = v.(uint64)
+				}
+				back(configpush.FilesSeen{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: g, Err: err})
+			})
 	case configpush.Observe:
 		r := f.router(c.Instance)
 		s.Net.Call(d.ctl.Node, r.Node, "observe", detsim.Idempotent,

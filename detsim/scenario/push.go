@@ -50,7 +50,21 @@ const (
 	MutantNoReconcile = "daemon-no-reconcile"
 )
 
-func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation {
+func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation { return pushWorldOn(s, mutant, false) }
+
+// PushKubernetes is Push on Kubernetes: the files reach each pod only after the kubelet's
+// projection delay (model.Files.ProjectionDelay, up to 3 s here), a router that starts or
+// reloads earlier reads the older files, and ConfigPush runs with AwaitFiles. The same
+// checks hold: generations only increase, files only for published generations, and every
+// instance converges. It is not in All (its sweep is TestPushKubernetes's), so the
+// corpus and the swarm of the other scenarios are unchanged.
+var PushKubernetes = detsim.Scenario{
+	Name:   "push-kubernetes",
+	Points: Push.Points,
+	World:  func(s *detsim.Sim, mutant string) *detsim.Violation { return pushWorldOn(s, mutant, true) },
+}
+
+func pushWorldOn(s *detsim.Sim, mutant string, kube bool) *detsim.Violation {
 	f := newFleet(s)
 	shards := s.Param("shards", 1+s.Intn(2))
 	rec := pgHash(1, f.backends(0, shards, false))
@@ -70,6 +84,10 @@ func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		MaxAttempts: s.Param("max_attempts", 2+s.Intn(4)),
 	}
 	opts.Mutant = pushMutant(mutant)
+	if kube {
+		f.files.ProjectionDelay = int64(s.Param("kubelet_delay_ms", 3000))
+		opts.AwaitFiles = true
+	}
 	d := newDaemon(f, opts, false)
 	d.noReconcile = mutant == MutantNoReconcile
 	d.start()

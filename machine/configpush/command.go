@@ -56,6 +56,19 @@ type Observe struct {
 	Generation uint64 // the generation the machine expects to see
 }
 
+// AwaitFiles asks the driver which generation of the files Instance can see where it
+// reads them (on Kubernetes: the generation keys in the pod's mounted ConfigMap and
+// Secret, adapters/kubernetes.VisibleGeneration) and to answer with FilesSeen{Step,
+// Attempt, Instance, Generation, Err}. It is issued with Options.AwaitFiles, after
+// FilesWritten succeeded and before the instance's Reload, and again after a backoff while
+// the instance sees an older generation.
+type AwaitFiles struct {
+	Step       string
+	Attempt    int
+	Instance   string
+	Generation uint64 // the generation the machine waits for
+}
+
 // SetTimer asks the driver to feed TimerFired{ID} once its clock reaches At. Setting an ID
 // that is pending replaces it. Timer IDs are step ids: the timer is the step's reply
 // deadline or the end of its backoff.
@@ -87,6 +100,7 @@ type Outcome struct {
 
 func (WriteFiles) isCommand()  {}
 func (Reload) isCommand()      {}
+func (AwaitFiles) isCommand()  {}
 func (Observe) isCommand()     {}
 func (SetTimer) isCommand()    {}
 func (CancelTimer) isCommand() {}

@@ -37,6 +37,8 @@ func (m *Machine) On(ctx *machine.Ctx, in Input) []Command {
 		m.reloaded(ctx, in)
 	case Observed:
 		m.observed(ctx, in)
+	case FilesSeen:
+		m.filesSeen(ctx, in)
 	case TimerFired:
 		m.timer(ctx, in.ID)
 	case Restarted:
@@ -52,6 +54,9 @@ func (m *Machine) On(ctx *machine.Ctx, in Input) []Command {
 func filesStep(gen uint64) string { return "g" + strconv.FormatUint(gen, 10) + "/files" }
 func reloadStep(gen uint64, id string) string {
 	return "g" + strconv.FormatUint(gen, 10) + "/reload/" + id
+}
+func visibleStep(gen uint64, id string) string {
+	return "g" + strconv.FormatUint(gen, 10) + "/visible/" + id
 }
 func observeStep(gen uint64, id string) string {
 	return "g" + strconv.FormatUint(gen, 10) + "/observe/" + id
@@ -200,9 +205,7 @@ func (m *Machine) repush(ctx *machine.Ctx, pr *Progress, ids []string) {
 		in := &pr.Instances[i]
 		switch in.Stage {
 		case StageFiles:
-			in.Stage = StageReload
-			in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
-			m.issueInstance(ctx, pr, in)
+			m.begin(ctx, pr, in)
 		case StageStuck:
 			in.Stage, in.Failed = in.Failed, ""
 			st := in.step()
@@ -234,6 +237,7 @@ func (m *Machine) refresh(ctx *machine.Ctx, pr *Progress, p Push, ids []string) 
 		if o, ok := old[id]; ok {
 			in.Reload = Step{Attempt: o.Reload.Attempt, From: o.Reload.Attempt}
 			in.Observe = Step{Attempt: o.Observe.Attempt, From: o.Observe.Attempt}
+			in.Visible = Step{Attempt: o.Visible.Attempt, From: o.Visible.Attempt}
 		}
 		next.Instances = append(next.Instances, in)
 	}
@@ -317,9 +321,7 @@ func (m *Machine) filesWritten(ctx *machine.Ctx, r FilesWritten) {
 	for i := range pr.Instances {
 		in := &pr.Instances[i]
 		if in.Stage == StageFiles {
-			in.Stage = StageReload
-			in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
-			m.issueInstance(ctx, pr, in)
+			m.begin(ctx, pr, in)
 		}
 	}
 	m.maybeDone(ctx, pr)
@@ -353,17 +355,36 @@ func (pr *Progress) find(id string) (int, bool) {
 	return slices.BinarySearchFunc(pr.Instances, id, func(in Instance, id string) int { return strings.Compare(in.ID, id) })
 }
 
+// begin starts an instance's steps once the files are written: with Options.AwaitFiles
+// it first waits until the instance sees them, else it is reloaded at once.
+func (m *Machine) begin(ctx *machine.Ctx, pr *Progress, in *Instance) {
+	if m.opts.AwaitFiles {
+		in.Stage = StageVisible
+		in.Visible.Limit = in.Visible.Attempt + m.opts.AwaitAttempts
+	} else {
+		in.Stage = StageReload
+		in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
+	}
+	m.issueInstance(ctx, pr, in)
+}
+
 // step is the instance's running step.
 func (in *Instance) step() *Step {
-	if in.Stage == StageObserve {
+	switch in.Stage {
+	case StageObserve:
 		return &in.Observe
+	case StageVisible:
+		return &in.Visible
 	}
 	return &in.Reload
 }
 
 func (in *Instance) stepID(gen uint64) string {
-	if in.Stage == StageObserve {
+	switch in.Stage {
+	case StageObserve:
 		return observeStep(gen, in.ID)
+	case StageVisible:
+		return visibleStep(gen, in.ID)
 	}
 	return reloadStep(gen, in.ID)
 }
@@ -380,9 +401,12 @@ func (m *Machine) issueInstance(ctx *machine.Ctx, pr *Progress, in *Instance) {
 
 func (m *Machine) emitInstanceCommand(pr *Progress, in *Instance) {
 	st := in.step()
-	if in.Stage == StageObserve {
+	switch in.Stage {
+	case StageObserve:
 		m.emit(Observe{Step: observeStep(pr.Generation, in.ID), Attempt: st.Attempt, Instance: in.ID, Generation: pr.Generation})
-	} else {
+	case StageVisible:
+		m.emit(AwaitFiles{Step: visibleStep(pr.Generation, in.ID), Attempt: st.Attempt, Instance: in.ID, Generation: pr.Generation})
+	default:
 		m.emit(Reload{Step: reloadStep(pr.Generation, in.ID), Attempt: st.Attempt, Instance: in.ID, Generation: pr.Generation, Files: pr.Files})
 	}
 }
@@ -433,6 +457,30 @@ func (m *Machine) reloaded(ctx *machine.Ctx, r Reloaded) {
 	m.issueInstance(ctx, pr, in) // its SetTimer replaces the reload deadline
 }
 
+func (m *Machine) filesSeen(ctx *machine.Ctx, r FilesSeen) {
+	pr, in := m.replyTarget(r.Step, r.Instance, StageVisible, r.Attempt, r.Err)
+	if in == nil {
+		return
+	}
+	fs := []machine.Field{machine.U("gen", pr.Generation), machine.S("instance", in.ID), machine.I("attempt", int64(r.Attempt)), machine.B("ok", r.Err == nil)}
+	if r.Err != nil {
+		ctx.Emit(Spec, ActFilesSeen, withErr(fs, r.Err)...)
+		m.failInstance(ctx, pr, in, r.Err.Error())
+		return
+	}
+	ctx.Emit(Spec, ActFilesSeen, append(fs, machine.U("seen", r.Generation))...)
+	if r.Generation < pr.Generation {
+		// A success of the read, but the files are not there yet: wait and ask again. A
+		// RELOAD now would re-read the old files.
+		m.failInstance(ctx, pr, in, fmt.Sprintf("sees generation %d of the files, want %d (not projected into the pod yet)", r.Generation, pr.Generation))
+		return
+	}
+	in.Visible.State, in.Visible.Err = StepDone, ""
+	in.Stage = StageReload
+	in.Reload.Limit = in.Reload.Attempt + m.opts.MaxAttempts
+	m.issueInstance(ctx, pr, in) // its SetTimer replaces the wait's deadline
+}
+
 func (m *Machine) observed(ctx *machine.Ctx, r Observed) {
 	pr, in := m.replyTarget(r.Step, r.Instance, StageObserve, r.Attempt, r.Err)
 	if in == nil {
@@ -453,6 +501,12 @@ func (m *Machine) observed(ctx *machine.Ctx, r Observed) {
 		in.Stage, in.Observed = StageConfirmed, r.Generation
 	case r.Generation > pr.Generation:
 		in.Stage, in.Observed = StageAhead, r.Generation
+	case m.opts.Mutant == MutantNoReloadRetry:
+		in.Observed = r.Generation
+		in.Stage, in.Failed = StageStuck, StageReload
+		m.cancelTimer(instanceTimer(pr.Generation, in.ID))
+		m.maybeDone(ctx, pr)
+		return
 	default:
 		// The reload did not take (the instance read older files, or restarted from them
 		// before they were replaced): it counts as a failed reload, which is retried.
@@ -522,7 +576,7 @@ func (m *Machine) timer(ctx *machine.Ctx, id string) {
 		return
 	}
 	in := &pr.Instances[i]
-	if in.Stage != StageReload && in.Stage != StageObserve {
+	if in.Stage != StageVisible && in.Stage != StageReload && in.Stage != StageObserve {
 		return
 	}
 	m.stepTimer(ctx, in.step(), in.stepID(pr.Generation), func() { m.issueInstance(ctx, pr, in) }, func(err string) { m.failInstance(ctx, pr, in, err) })
@@ -579,7 +633,7 @@ func (m *Machine) restarted(ctx *machine.Ctx) {
 	}
 	for i := range pr.Instances {
 		in := &pr.Instances[i]
-		if in.Stage != StageReload && in.Stage != StageObserve {
+		if in.Stage != StageVisible && in.Stage != StageReload && in.Stage != StageObserve {
 			continue
 		}
 		st := in.step()

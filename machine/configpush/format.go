@@ -17,6 +17,10 @@ func (c Reload) String() string {
 	return fmt.Sprintf("Reload step=%s attempt=%d instance=%s gen=%d", c.Step, c.Attempt, c.Instance, c.Generation)
 }
 
+func (c AwaitFiles) String() string {
+	return fmt.Sprintf("AwaitFiles step=%s attempt=%d instance=%s gen=%d", c.Step, c.Attempt, c.Instance, c.Generation)
+}
+
 func (c Observe) String() string {
 	return fmt.Sprintf("Observe step=%s attempt=%d instance=%s gen=%d", c.Step, c.Attempt, c.Instance, c.Generation)
 }

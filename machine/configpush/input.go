@@ -53,6 +53,16 @@ type Reloaded struct {
 	Err      error
 }
 
+// FilesSeen answers AwaitFiles with the generation of the files the instance sees (0 when
+// none of Loam's); Err when that could not be read.
+type FilesSeen struct {
+	Step       string
+	Attempt    int
+	Instance   string
+	Generation uint64
+	Err        error
+}
+
 // Observed answers Observe with what the instance reports it routes by. Known is false when
 // the instance cannot tell (PgDog exposes no generation; see the package doc), and then
 // Generation is ignored.
@@ -84,5 +94,6 @@ func (Push) isInput()         {}
 func (FilesWritten) isInput() {}
 func (Reloaded) isInput()     {}
 func (Observed) isInput()     {}
+func (FilesSeen) isInput()    {}
 func (TimerFired) isInput()   {}
 func (Restarted) isInput()    {}

@@ -113,6 +113,11 @@ func (e *env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "reloaded":
 		id := machinetest.Arg(t, d, "instance", "")
 		in = configpush.Reloaded{Step: fmt.Sprintf("g%d/reload/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id, Err: parseErr(d)}
+	case "files-seen":
+		// files-seen gen=<pushed> instance=<id> seen=<generation the pod sees> [attempt=n] [err=...]
+		id := machinetest.Arg(t, d, "instance", "")
+		in = configpush.FilesSeen{Step: fmt.Sprintf("g%d/visible/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id,
+			Generation: machinetest.Arg[uint64](t, d, "seen", 0), Err: parseErr(d)}
 	case "observed":
 		id := machinetest.Arg(t, d, "instance", "")
 		in = configpush.Observed{Step: fmt.Sprintf("g%d/observe/%s", machinetest.Arg[uint64](t, d, "gen", 0), id), Attempt: machinetest.Arg(t, d, "attempt", 1), Instance: id,
@@ -180,10 +185,12 @@ func parseErr(d *datadriven.TestData) error {
 
 func parseOptions(t *testing.T, d *datadriven.TestData) configpush.Options {
 	o := configpush.Options{
-		StepTimeout: time.Duration(machinetest.Arg[int64](t, d, "timeout", 0)) * time.Millisecond,
-		Backoff:     time.Duration(machinetest.Arg[int64](t, d, "backoff", 0)) * time.Millisecond,
-		MaxBackoff:  time.Duration(machinetest.Arg[int64](t, d, "max-backoff", 0)) * time.Millisecond,
-		MaxAttempts: machinetest.Arg(t, d, "max-attempts", 0),
+		StepTimeout:   time.Duration(machinetest.Arg[int64](t, d, "timeout", 0)) * time.Millisecond,
+		Backoff:       time.Duration(machinetest.Arg[int64](t, d, "backoff", 0)) * time.Millisecond,
+		MaxBackoff:    time.Duration(machinetest.Arg[int64](t, d, "max-backoff", 0)) * time.Millisecond,
+		MaxAttempts:   machinetest.Arg(t, d, "max-attempts", 0),
+		AwaitFiles:    d.HasArg("await-files"),
+		AwaitAttempts: machinetest.Arg(t, d, "await-attempts", 0),
 	}
 	switch m := machinetest.Arg(t, d, "mutant", "none"); m {
 	case "none":
@@ -191,6 +198,8 @@ func parseOptions(t *testing.T, d *datadriven.TestData) configpush.Options {
 		o.Mutant = configpush.MutantWriteUnpublished
 	case "regress":
 		o.Mutant = configpush.MutantRegress
+	case "no-reload-retry":
+		o.Mutant = configpush.MutantNoReloadRetry
 	default:
 		d.Fatalf(t, "unknown mutant %q", m)
 	}

@@ -16,6 +16,16 @@ type Options struct {
 	// that often is reported as stuck and the push finishes without it.
 	MaxAttempts int
 
+	// AwaitFiles makes every instance wait, before its RELOAD, until it can see the
+	// pushed files (AwaitFiles → FilesSeen): on Kubernetes the kubelet projects a
+	// ConfigMap into a pod up to its sync period plus its cache TTL after the write (a
+	// minute or more), and a RELOAD sent earlier re-reads the old files. The wait is
+	// retried with the same backoff as every step, up to AwaitAttempts.
+	AwaitFiles bool
+	// AwaitAttempts bounds the attempts of the AwaitFiles step (default 30: with the
+	// default backoff, about four and a half minutes of waiting).
+	AwaitAttempts int
+
 	// Mutant breaks one of the machine's safety rules on purpose, so the simulator can show
 	// its checkers catch the break. Never set it outside a test.
 	Mutant Mutant
@@ -35,6 +45,10 @@ const (
 	// MutantRegress accepts a Push older than the generation already written, so the files
 	// go backwards. It trips "generations only increase".
 	MutantRegress
+	// MutantNoReloadRetry drops the retry of a RELOAD that re-read older files (the
+	// instance reports an older generation after it): the instance is given up on at once.
+	// It trips "every instance converges" when the files reach pods late.
+	MutantNoReloadRetry
 )
 
 func (m Mutant) String() string {
@@ -45,6 +59,8 @@ func (m Mutant) String() string {
 		return "write-unpublished"
 	case MutantRegress:
 		return "regress"
+	case MutantNoReloadRetry:
+		return "no-reload-retry"
 	}
 	return "unknown"
 }
@@ -54,6 +70,7 @@ const (
 	defaultBackoff     = 500 * time.Millisecond
 	defaultMaxBackoff  = 10 * time.Second
 	defaultMaxAttempts = 5
+	defaultAwait       = 30
 )
 
 // withDefaults fills zero fields.
@@ -69,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = defaultMaxAttempts
+	}
+	if o.AwaitAttempts <= 0 {
+		o.AwaitAttempts = defaultAwait
 	}
 	return o
 }

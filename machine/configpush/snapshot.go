@@ -53,6 +53,7 @@ type Progress struct {
 type Instance struct {
 	ID      string `json:"id"`
 	Stage   Stage  `json:"stage"`
+	Visible Step   `json:"visible,omitzero"` // the AwaitFiles step (Options.AwaitFiles)
 	Reload  Step   `json:"reload"`
 	Observe Step   `json:"observe"`
 	// Observed is the generation the instance reported (Stage ahead or confirmed, or an
@@ -67,6 +68,7 @@ type Stage string
 
 const (
 	StageFiles     Stage = "files"     // waits for the files to be written
+	StageVisible   Stage = "visible"   // its AwaitFiles step runs: it cannot see the files yet
 	StageReload    Stage = "reload"    // its Reload step runs
 	StageObserve   Stage = "observe"   // its Observe step runs
 	StageConfirmed Stage = "confirmed" // it reports the pushed generation
@@ -209,6 +211,7 @@ func (m *Machine) halt(pr *Progress, why string) {
 			in.Stage = StageFiles
 			in.Reload = Step{Attempt: in.Reload.Attempt, From: in.Reload.Attempt}
 			in.Observe = Step{Attempt: in.Observe.Attempt, From: in.Observe.Attempt}
+			in.Visible = Step{Attempt: in.Visible.Attempt, From: in.Visible.Attempt}
 		}
 	}
 }
@@ -256,7 +259,7 @@ func (s Snapshot) check() error {
 			return fmt.Errorf("push.instances[%d]: id %q appears twice", i, in.ID)
 		}
 		switch in.Stage {
-		case StageFiles, StageReload, StageObserve, StageConfirmed, StageAhead, StageUnknown, StageStuck:
+		case StageFiles, StageVisible, StageReload, StageObserve, StageConfirmed, StageAhead, StageUnknown, StageStuck:
 		default:
 			return fmt.Errorf("push.instances[%d] (%s): unknown stage %q", i, in.ID, in.Stage)
 		}

@@ -16,6 +16,10 @@ const (
 	ActWriteFiles = "WriteFiles"
 	// ActReload: an instance's RELOAD answered; fields gen, instance, attempt, ok (and err).
 	ActReload = "Reload"
+	// ActFilesSeen: an instance said which generation of the files it sees (with
+	// Options.AwaitFiles); fields gen, instance, attempt, ok, seen (and err). seen below gen
+	// is retried after a backoff; the instance is reloaded only once seen reaches gen.
+	ActFilesSeen = "FilesSeen"
 	// ActObserve: an instance reported what it routes by; fields gen, instance, attempt, ok,
 	// observed, known (and err). known=false is PgDog's normal answer when the renderer
 	// left no trace of the generation in what SHOW POOLS reveals.
@@ -40,6 +44,6 @@ const (
 
 // Actions lists every action this machine emits, for the spec coverage check.
 var Actions = []string{
-	ActPush, ActRefuse, ActWriteFiles, ActReload, ActObserve, ActTimeout, ActRetry,
+	ActPush, ActRefuse, ActWriteFiles, ActFilesSeen, ActReload, ActObserve, ActTimeout, ActRetry,
 	ActGiveUp, ActSupersede, ActDone, ActRestart,
 }
