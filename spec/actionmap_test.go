@@ -22,7 +22,6 @@ import (
 var pending = map[string]bool{
 	"ShardMap":         true,
 	"CrossShardCommit": true,
-	"PrimaryFailover":  true,
 	"CausalRead":       true,
 }
 
