@@ -4,7 +4,7 @@ PKGS     ?= ./...
 FUZZTIME ?= 10s
 BENCH    ?= .
 
-.PHONY: test bench fuzz lint demo sim proof
+.PHONY: test bench fuzz lint demo sim proof spec
 
 # Every package, race detector on. Tests that need Postgres or Redis start their own servers
 # on 127.0.0.1 in temp dirs from the binaries on this machine; they skip with
@@ -19,6 +19,15 @@ test:
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
 	cd conformance/vitessdiff && $(GO) test -mod=mod -count=1 ./...
 	cd adapters/kubernetes && $(GO) test -mod=mod -count=1 ./...
+	$(MAKE) spec
+
+# --- spec (Quint models, spec/README in spec/run.sh) ---
+# Every model's invariants at fixed seeds and samples, every EXPECT_VIOLATION mutant, every
+# witness and every model's own `quint test` scenarios. Needs `npm ci` in spec/ (.ci/run does
+# it). SPEC_SAMPLES=<n> for the nightly size.
+spec:
+	spec/run.sh
+# --- end spec ---
 
 # The nested modules (Vitess and client-go code, kept out of the main go.mod) take -mod=mod: they replace
 # loam.dev/router with this tree, so a new dependency of the main module must not stop them.
