@@ -66,16 +66,16 @@ func requireBinary(t skipper, find func() (string, error)) string {
 
 // Member is one etcd process of a Cluster.
 type Member struct {
-	Name       string
-	ClientURL  string // http://127.0.0.1:port
-	PeerURL    string
-	Dir        string // data directory
-	logPath    string
-	bin        string
-	initial    string // --initial-cluster
-	token      string
-	proc       *testproc.Proc
-	down       bool // stopped or killed by the test: not expected to run
+	Name      string
+	ClientURL string // http://127.0.0.1:port
+	PeerURL   string
+	Dir       string // data directory
+	logPath   string
+	bin       string
+	initial   string // --initial-cluster
+	token     string
+	proc      *testproc.Proc
+	down      bool // stopped or killed by the test: not expected to run
 }
 
 // Cluster is a running etcd cluster of one or more members.

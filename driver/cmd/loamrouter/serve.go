@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/driver"
 )
@@ -165,10 +166,17 @@ func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.audit = driver.NewAudit(st, d.token, c.log)
+	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
+	// On a store-kept lease (etcd) the audit log is written through the guarded store too,
+	// so a command's exec entry, written before the command runs, is refused by the store
+	// once the tenure has ended, and the command with it.
+	var auditStore adapters.BlobStore = st
+	if d.lease.Native() {
+		auditStore = d.guarded
+	}
+	d.audit = driver.NewAudit(auditStore, d.token, c.log)
 	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
 	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
-	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
 	d.open = c.opener()
 	switch cfg.Alerts.Kind {
 	case "file":
