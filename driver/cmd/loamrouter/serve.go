@@ -35,7 +35,11 @@ One controller is active at a time: it holds a lease in the store (controller.le
 and every step it executes is refused once the lease is lost. Others stand by and take over
 within one lease TTL of the active one dying, resuming each machine from its last saved
 snapshot. The embedded store (bbolt) can be opened by one process only; to run a standby,
-share a store: store.kind = "tikv", or "remote" with ` + "`loamrouter store-serve`" + `.
+share a store that survives losing a machine: store.kind = "etcd" (recommended: the lease
+is then etcd's own, renewed by this client and expired on etcd's clock, and every write
+is refused by etcd once the tenure has ended) or "tikv". store.kind = "remote" with
+` + "`loamrouter store-serve`" + ` shares one bbolt file through one HTTP server: for trying
+standbys out on one machine, not a highly available store.
 
 SIGTERM or Ctrl-C drains: nothing new starts, commands in flight finish and are recorded,
 the lease is released so a standby takes over at once. A second signal stops at once.
@@ -51,7 +55,9 @@ metrics and in ` + "`loamrouter lsn stats`" + `.
 Keys of loam.toml (all optional but [[databases]]):
 
   [controller] id, lease_ttl, listen, token_env, drain_timeout
-  [store]      kind (bolt|tikv|remote), dir, pd, url, token_env
+  [store]      kind (bolt|etcd|tikv|remote), dir, pd, url, token_env
+    [store.etcd] endpoints, prefix (loam/), ca_file, cert_file, key_file, username_env,
+                 password_env, timeout (5s)
   [alerts]     kind (log|file), path
   [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
