@@ -93,6 +93,7 @@ type Lease struct {
 	validUntil time.Time       // monotonic; zero when not held
 	tenure     adapters.Tenure // the store-kept tenure (native only); nil when not held
 	lost       chan struct{}
+	why        string // why the lease is not held now, for status; "" when held or unknown
 }
 
 // NewLease returns a lease on store for opts.Holder; it holds nothing until Acquire.
@@ -251,13 +252,49 @@ func (l *Lease) took(version uint64, sent time.Time) Token {
 	return tok
 }
 
-// campaign is Acquire on a store-kept lease.
+// Why says why the lease is not held now ("" when it is, or nothing went wrong): the
+// reason the last tenure ended, or why the store cannot be asked for the lease.
+func (l *Lease) Why() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.validLocked() {
+		return ""
+	}
+	return l.why
+}
+
+func (l *Lease) setWhy(why string) {
+	l.mu.Lock()
+	l.why = why
+	l.mu.Unlock()
+}
+
+// campaign is Acquire on a store-kept lease. A store that fails to answer (no quorum) is
+// asked again every TTL/4, with a warning each time, until ctx ends, as the blob lease
+// retries a failed read.
 func (l *Lease) campaign(ctx context.Context) (Token, error) {
-	t, err := l.native.Campaign(ctx, l.opts.Key, l.opts.TTL, l.encode(0, false))
-	if err != nil {
-		return Token{}, err
+	var t adapters.Tenure
+	for {
+		var err error
+		t, err = l.native.Campaign(ctx, l.opts.Key, l.opts.TTL, l.encode(0, false))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || errors.Is(err, adapters.ErrClosed) {
+			return Token{}, err
+		}
+		l.setWhy("cannot campaign for the lease: " + err.Error())
+		l.log.Warn("cannot campaign for the lease; acting on nothing until the store answers", "err", err)
+		tm := time.NewTimer(max(l.opts.TTL/4, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return Token{}, ctx.Err()
+		case <-tm.C:
+		}
 	}
 	l.mu.Lock()
+	l.why = ""
 	l.token = Token{Holder: l.opts.Holder, Epoch: t.Epoch()}
 	l.version = t.Epoch()
 	l.tenure = t
@@ -356,6 +393,7 @@ func (l *Lease) endTenure() (Token, uint64, adapters.Tenure, bool) {
 
 func (l *Lease) lose(why string) error {
 	tok, _, _ := l.end()
+	l.setWhy("lost the lease: " + why)
 	l.log.Error("lost the lease; stopping every step", "epoch", tok.Epoch, "why", why)
 	if l.opts.OnChange != nil {
 		l.opts.OnChange(tok, false)

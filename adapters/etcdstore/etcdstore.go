@@ -192,7 +192,7 @@ func (s *Store) mapErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("etcdstore: %s on %s: %w: no answer within %v (is a quorum of members up?)", op, s.endpoints, adapters.ErrUnreachable, s.timeout)
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return fmt.Errorf("etcdstore: %s on %s: %w: %v", op, s.endpoints, adapters.ErrUnreachable, err)
 	}
 	if ev := rpctypes.Error(err); ev != nil {

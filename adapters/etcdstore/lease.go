@@ -19,7 +19,8 @@ import (
 // whole seconds; etcd may raise it to its minimum) and creates the lease blob attached to
 // it, if no one holds it; otherwise it watches the blob until etcd deletes it (its holder's
 // lease expired or was revoked) and tries again. The tenure's epoch is the revision of
-// that create.
+// that create. A cluster that does not answer (no quorum) ends the campaign with an error
+// matching adapters.ErrUnreachable, so the caller can say so and try again.
 func (s *Store) Campaign(ctx context.Context, key string, ttl time.Duration, value []byte) (adapters.Tenure, error) {
 	if err := adapters.CheckBlobKey(key); err != nil {
 		return nil, err
@@ -44,18 +45,7 @@ func (s *Store) Campaign(ctx context.Context, key string, ttl time.Duration, val
 			if s.closed.Load() {
 				return nil, adapters.ErrClosed
 			}
-			if !isUnreachable(err) {
-				return nil, err
-			}
-			// No quorum or no answer: the caller logs nothing on its own here, so pause
-			// and try again.
-			tm := time.NewTimer(200 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				tm.Stop()
-				return nil, ctx.Err()
-			case <-tm.C:
-			}
+			return nil, err // ErrUnreachable (no quorum, no answer): the caller retries
 		}
 	}
 }

@@ -134,6 +134,9 @@ func (c *cli) serve(cmd *cobra.Command) error {
 			tok, leader := d.lease.Valid()
 			w.Header().Set("Content-Type", "application/json")
 			st := map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()}
+			if why := d.lease.Why(); why != "" {
+				st["why"] = why // why this controller does not lead (a lost lease, no quorum)
+			}
 			if lsnMon != nil {
 				st["lsn"] = lsnMon.view() // stats_pgsql_lsn
 			}
