@@ -1,14 +1,12 @@
 package etcdstore_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/etcdstore"
 	"loam.dev/router/adapters/tikv/tikvtest"
@@ -22,7 +20,6 @@ import (
 // (one fsynced file) and TiKV's in-process store (no network, no disk). The ratios are the
 // figures to quote.
 func BenchmarkCASEtcdVsBoltVsTiKV(b *testing.B) {
-	ctx := context.Background()
 	bolt, err := boltstore.Open(filepath.Join(b.TempDir(), "loam.db"), nil)
 	require.NoError(b, err)
 	defer bolt.Close()
@@ -36,23 +33,8 @@ func BenchmarkCASEtcdVsBoltVsTiKV(b *testing.B) {
 		return s
 	}
 	e1, e3 := open(etcdtest.Start(b, 1)), open(etcdtest.Start(b, 3))
-	db := adapters.DBRef{Namespace: "bench", Database: "app"}
 	names := []string{"etcd1", "etcd3", "bolt", "tikv"}
-	stores := []adapters.ShardMapStore{e1, e3, bolt, kv}
-	vers := make([]uint64, len(stores))
-	spent := make([]time.Duration, len(stores))
-	rec := conformance.SampleRecord("app", 1)
-	for b.Loop() {
-		for i, s := range stores {
-			t0 := time.Now()
-			v, err := s.CAS(ctx, db, vers[i], rec)
-			spent[i] += time.Since(t0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			vers[i] = v
-		}
-	}
+	spent := conformance.InterleaveCAS(b, e1, e3, bolt, kv)
 	n := float64(b.N)
 	for i, name := range names {
 		b.ReportMetric(n/spent[i].Seconds(), name+"-CAS/s")

@@ -110,12 +110,7 @@ func (s *Store) cas(ctx context.Context, db adapters.DBRef, expect uint64, next 
 	if err != nil {
 		return 0, err
 	}
-	if err := adapters.CheckCAS(db, expect, cur, next); err != nil {
-		return 0, err
-	}
-	stored := next.Clone()
-	stored.Version = expect + 1
-	enc, err := stored.MarshalBinary()
+	enc, version, err := adapters.EncodeCAS(db, expect, cur, next)
 	if err != nil {
 		return 0, err
 	}
@@ -125,7 +120,7 @@ func (s *Store) cas(ctx context.Context, db adapters.DBRef, expect uint64, next 
 		return 0, s.mapErr(ctx, "cas "+db.String(), err)
 	}
 	if tr.Succeeded {
-		return stored.Version, nil
+		return version, nil
 	}
 	if err := f.lost(tr); err != nil {
 		return 0, err

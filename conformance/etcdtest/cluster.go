@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,92 +213,105 @@ func (m *Member) running() bool {
 // WaitHealthy waits until every running member answers a status request and all agree on
 // one leader, and a linearizable read succeeds.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	cl, err := newClient(c.Endpoints())
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	var last error
-	for {
+	return c.poll(ctx, "cluster not healthy", func(cl *clientv3.Client) error {
 		for _, m := range c.Members {
 			if m.proc != nil && !m.down && !m.running() {
-				return fmt.Errorf("etcdtest: %s exited (%v); log tail:\n%s", m.Name, m.proc.State(), testproc.LogTail(m.logPath))
+				return permanent{fmt.Errorf("etcdtest: %s exited (%v); log tail:\n%s", m.Name, m.proc.State(), testproc.LogTail(m.logPath))}
 			}
 		}
-		last = c.healthy(ctx, cl)
-		if last == nil {
-			return nil
+		var leader uint64
+		for m, st := range c.statuses(ctx, cl) {
+			if st.err != nil {
+				return fmt.Errorf("%s: %w", m.Name, st.err)
+			}
+			if st.leader == 0 || (leader != 0 && st.leader != leader) {
+				return fmt.Errorf("%s: no agreed leader (sees %x, others %x)", m.Name, st.leader, leader)
+			}
+			leader = st.leader
 		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("etcdtest: cluster not healthy: %v (%w)", last, ctx.Err())
-		case <-t.C:
-		}
-	}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cl.Get(rctx, "etcdtest/health")
+		return err
+	})
 }
 
-func (c *Cluster) healthy(ctx context.Context, cl *clientv3.Client) error {
-	var leader uint64
-	for _, m := range c.Members {
-		if !m.running() {
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := cl.Status(sctx, m.ClientURL)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", m.Name, err)
-		}
-		if st.Leader == 0 || (leader != 0 && st.Leader != leader) {
-			return fmt.Errorf("%s: no agreed leader (sees %x, others %x)", m.Name, st.Leader, leader)
-		}
-		leader = st.Leader
-	}
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err := cl.Get(rctx, "etcdtest/health")
-	return err
-}
-
-// Leader returns the member the running members agree is the raft leader.
+// Leader returns the running member that says it is the raft leader.
 func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
-	cl, err := newClient(c.Endpoints())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	for {
-		var found *Member
-		var err error
+	var found *Member
+	err := c.poll(ctx, "no leader found", func(cl *clientv3.Client) error {
+		var last error
+		for m, st := range c.statuses(ctx, cl) {
+			if st.err != nil {
+				last = st.err
+			} else if st.leader != 0 && st.self == st.leader {
+				found = m
+				return nil
+			}
+		}
+		return fmt.Errorf("no member says it leads (last error: %v)", last)
+	})
+	return found, err
+}
+
+// memberStatus is what one member said of itself.
+type memberStatus struct {
+	self, leader uint64
+	err          error
+}
+
+// statuses asks every running member for its status, one second each.
+func (c *Cluster) statuses(ctx context.Context, cl *clientv3.Client) iter.Seq2[*Member, memberStatus] {
+	return func(yield func(*Member, memberStatus) bool) {
 		for _, m := range c.Members {
 			if !m.running() {
 				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, serr := cl.Status(sctx, m.ClientURL)
+			st, err := cl.Status(sctx, m.ClientURL)
 			cancel()
-			if serr != nil {
-				err = serr
-				continue
+			ms := memberStatus{err: err}
+			if err == nil {
+				ms.self, ms.leader = st.Header.MemberId, st.Leader
 			}
-			if st.Leader != 0 && st.Header.MemberId == st.Leader {
-				found = m
+			if !yield(m, ms) {
+				return
 			}
 		}
-		if found != nil {
-			return found, nil
+	}
+}
+
+// poll calls try with a client of every member every 20ms until it returns nil, returns a
+// permanent error, or ctx ends (what names the wait in that error).
+func (c *Cluster) poll(ctx context.Context, what string, try func(*clientv3.Client) error) error {
+	cl, err := newClient(c.Endpoints())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		err := try(cl)
+		var p permanent
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &p):
+			return p.err
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("etcdtest: no leader found (%v): %w", err, ctx.Err())
+			return fmt.Errorf("etcdtest: %s: %v (%w)", what, err, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
+
+// permanent marks an error poll must not wait out.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
 
 // ErrNotRunning is returned when a member that is not running is asked to pause or resume.
 var ErrNotRunning = errors.New("etcdtest: member is not running")

@@ -34,6 +34,14 @@ func etcdControllers(t *testing.T, c *etcdtest.Cluster) *controllers {
 	return &controllers{t: t, dir: dir, url: url, files: filepath.Join(dir, "files"), ttl: etcdTTL, procs: map[string]*proc{}, listen: map[string]string{}}
 }
 
+// startPair starts controllers a and b, waits for the first push, and returns the leader.
+func (c *controllers) startPair() (string, status) {
+	c.start("a")
+	c.start("b")
+	c.waitWritten(1, 60*time.Second)
+	return c.leader(30 * time.Second)
+}
+
 // requireEachStepOnce: the audit log shows every push step of generations 1..gen executed
 // exactly once, each under a tenure that led.
 func requireEachStepOnce(t *testing.T, url string, gen uint64, epochs []uint64) {
@@ -62,10 +70,7 @@ func TestEtcdSIGSTOPPastTheLease(t *testing.T) {
 	}
 	cl := etcdtest.Start(t, 3)
 	c := etcdControllers(t, cl)
-	c.start("a")
-	c.start("b")
-	c.waitWritten(1, 60*time.Second)
-	leader, st := c.leader(30 * time.Second)
+	leader, st := c.startPair()
 	c.publish(2)
 	c.waitWritten(2, 30*time.Second)
 
@@ -120,10 +125,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 	}
 	cl := etcdtest.Start(t, 3)
 	c := etcdControllers(t, cl)
-	c.start("a")
-	c.start("b")
-	c.waitWritten(1, 60*time.Second)
-	leader, st := c.leader(30 * time.Second)
+	leader, st := c.startPair()
 
 	cl.Members[0].Stop()
 	cl.Members[1].Stop()
@@ -172,9 +174,7 @@ func TestTakeoverFiguresEtcdVsStoreServe(t *testing.T) {
 	}
 	const rounds = 3
 	measure := func(c *controllers) []time.Duration {
-		c.start("a")
-		c.start("b")
-		c.waitWritten(1, 60*time.Second)
+		c.startPair()
 		gen := uint64(1)
 		var took []time.Duration
 		for range rounds {
