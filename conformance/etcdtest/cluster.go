@@ -185,7 +185,19 @@ func (c *Cluster) Endpoints() []string {
 // Client returns a client of every member, closed at the test's cleanup.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cl, err := newClient(c.Endpoints())
+	return ClientOf(t, c.Members...)
+}
+
+// ClientOf returns a client of the given members only, closed at the test's cleanup. A
+// paused member keeps its connections open and answers nothing, so a request the client
+// sends it waits for its deadline: a test that pauses a member talks to the others.
+func ClientOf(t testing.TB, members ...*Member) *clientv3.Client {
+	t.Helper()
+	var eps []string
+	for _, m := range members {
+		eps = append(eps, m.ClientURL)
+	}
+	cl, err := newClient(eps)
 	if err != nil {
 		t.Fatalf("etcdtest: client: %v", err)
 	}

@@ -85,11 +85,11 @@ func TestThreeMembersLoseAndRegainLeader(t *testing.T) {
 // TestPauseResume: a paused follower does not stop the other two; resumed, it catches up.
 func TestPauseResume(t *testing.T) {
 	c := Start(t, 3)
-	cl := c.Client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	l, err := c.Leader(ctx)
 	require.NoError(t, err)
+	cl := ClientOf(t, l)
 	var f *Member
 	for _, m := range c.Members {
 		if m != l {
