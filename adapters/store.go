@@ -79,6 +79,21 @@ func CheckCAS(db DBRef, expect uint64, current, next *shardmap.Record) error {
 	return nil
 }
 
+// EncodeCAS runs CheckCAS and returns what the store writes: the encoding of a copy of next
+// at version expect+1, and that version. Every ShardMapStore's CAS stores exactly this.
+func EncodeCAS(db DBRef, expect uint64, current, next *shardmap.Record) ([]byte, uint64, error) {
+	if err := CheckCAS(db, expect, current, next); err != nil {
+		return nil, 0, err
+	}
+	stored := next.Clone()
+	stored.Version = expect + 1
+	enc, err := stored.MarshalBinary()
+	if err != nil {
+		return nil, 0, fmt.Errorf("adapters: %s: encoding version %d: %w", db, stored.Version, err)
+	}
+	return enc, stored.Version, nil
+}
+
 // Blob is a small versioned value in a BlobStore.
 type Blob struct {
 	Key     string

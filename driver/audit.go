@@ -219,7 +219,15 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	}
 	e := base
 	e.Event = AuditExec
-	_ = x.Audit.Append(ctx, e)
+	if err := x.Audit.Append(ctx, e); errors.Is(err, ErrNotLeader) {
+		// The audit log is written through the guarded store (a store-kept lease): the
+		// store refused the exec entry because the tenure has ended, so the command is
+		// not executed either.
+		x.Audit.log.Warn("command refused: the store refused its exec entry for the lease", "machine", x.Kind, "id", x.ID, "cmd", base.What, "err", err)
+		var zero In
+		<-ctx.Done()
+		return zero, false
+	}
 	t0 := time.Now()
 	in, reply := x.Next.Execute(ctx, c)
 	e = base

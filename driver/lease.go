@@ -110,6 +110,13 @@ type LeaseOptions struct {
 // any standby can take over. A holder that cannot renew (the store is down) stops when its
 // tenure ends; one whose renewal conflicts has been replaced and stops at once.
 //
+// A store that keeps leases itself (adapters.LeaseStore: etcd) holds the lease instead:
+// Acquire campaigns on it, the store's client renews it and the store's clock expires it,
+// Hold returns when the store ends the tenure, and a GuardedStore writes through the
+// tenure's fenced view, so a deposed holder's write is refused by the store in the same
+// transaction, not only by this process's own reckoning of its tenure. Callers see one
+// interface either way.
+//
 // The lease is the first guard, and the store's compare-and-set the second: a controller
 // resumes a machine by saving its snapshot over the version it read, so a deposed holder
 // that wakes from a pause cannot save (its expected version is gone) and executes at most
@@ -120,11 +127,15 @@ type Lease struct {
 	opts  LeaseOptions
 	log   *slog.Logger
 
+	native adapters.LeaseStore // nil: the blob lease
+
 	mu         sync.Mutex
 	token      Token
-	version    uint64    // of the lease blob, as this holder last wrote it
-	validUntil time.Time // monotonic; zero when not held
+	version    uint64          // of the lease blob, as this holder last wrote it
+	validUntil time.Time       // monotonic; zero when not held
+	tenure     adapters.Tenure // the store-kept tenure (native only); nil when not held
 	lost       chan struct{}
+	why        string // why the lease is not held now, for status; "" when held or unknown
 }
 
 // NewLease returns a lease on store for opts.Holder; it holds nothing until Acquire.
@@ -151,8 +162,15 @@ func NewLease(store adapters.BlobStore, opts LeaseOptions) (*Lease, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Lease{store: store, opts: opts, log: log.With("lease", opts.Key, "holder", opts.Holder)}, nil
+	l := &Lease{store: store, opts: opts, log: log.With("lease", opts.Key, "holder", opts.Holder)}
+	if ls, ok := store.(adapters.LeaseStore); ok && !opts.skipExpiry {
+		l.native = ls
+	}
+	return l, nil
 }
+
+// Native reports whether the store keeps the lease itself (adapters.LeaseStore).
+func (l *Lease) Native() bool { return l.native != nil }
 
 // margin is how early a holder stops before its tenure ends, for clock-rate error.
 func (l *Lease) margin() time.Duration { return l.opts.TTL / 10 }
@@ -161,7 +179,34 @@ func (l *Lease) margin() time.Duration { return l.opts.TTL / 10 }
 func (l *Lease) Valid() (Token, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.token, !l.validUntil.IsZero() && time.Now().Before(l.validUntil)
+	return l.token, l.validLocked()
+}
+
+func (l *Lease) validLocked() bool {
+	if t := l.tenure; t != nil {
+		select {
+		case <-t.Done():
+			return false
+		default:
+			return time.Now().Before(t.ValidUntil())
+		}
+	}
+	return !l.validUntil.IsZero() && time.Now().Before(l.validUntil)
+}
+
+// writer returns the store a guarded write goes through while the lease is held: the
+// tenure's fenced view for a store-kept lease, else the store itself; ok is false when the
+// lease is not held.
+func (l *Lease) writer(store guardedBackend) (Token, guardedBackend, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.validLocked() {
+		return l.token, nil, false
+	}
+	if l.tenure != nil {
+		return l.token, l.tenure.Fenced(), true
+	}
+	return l.token, store, true
 }
 
 // Lost is closed when the tenure that the last Acquire started ends.
@@ -179,6 +224,9 @@ func (l *Lease) encode(epoch uint64, released bool) []byte {
 // Acquire waits until this controller holds the lease, or ctx ends. A standby polls the
 // lease blob every TTL/8.
 func (l *Lease) Acquire(ctx context.Context) (Token, error) {
+	if l.native != nil {
+		return l.campaign(ctx)
+	}
 	var seen uint64       // the version being watched
 	var seenAt time.Time  // when this controller first saw it
 	var ttl = l.opts.TTL  // the watched holder's TTL
@@ -256,10 +304,79 @@ func (l *Lease) took(version uint64, sent time.Time) Token {
 	return tok
 }
 
+// Why says why the lease is not held now ("" when it is, or nothing went wrong): the
+// reason the last tenure ended, or why the store cannot be asked for the lease.
+func (l *Lease) Why() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.validLocked() {
+		return ""
+	}
+	return l.why
+}
+
+func (l *Lease) setWhy(why string) {
+	l.mu.Lock()
+	l.why = why
+	l.mu.Unlock()
+}
+
+// campaign is Acquire on a store-kept lease. A store that fails to answer (no quorum) is
+// asked again every TTL/4, with a warning each time, until ctx ends, as the blob lease
+// retries a failed read.
+func (l *Lease) campaign(ctx context.Context) (Token, error) {
+	var t adapters.Tenure
+	for {
+		var err error
+		t, err = l.native.Campaign(ctx, l.opts.Key, l.opts.TTL, l.encode(0, false))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || errors.Is(err, adapters.ErrClosed) {
+			return Token{}, err
+		}
+		l.setWhy("cannot campaign for the lease: " + err.Error())
+		l.log.Warn("cannot campaign for the lease; acting on nothing until the store answers", "err", err)
+		tm := time.NewTimer(max(l.opts.TTL/4, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return Token{}, ctx.Err()
+		case <-tm.C:
+		}
+	}
+	l.mu.Lock()
+	l.why = ""
+	l.token = Token{Holder: l.opts.Holder, Epoch: t.Epoch()}
+	l.version = t.Epoch()
+	l.tenure = t
+	l.validUntil = time.Time{}
+	l.lost = make(chan struct{})
+	tok := l.token
+	l.mu.Unlock()
+	l.log.Info("took the lease (kept by the store)", "epoch", tok.Epoch, "valid_for", time.Until(t.ValidUntil()).Round(time.Millisecond))
+	if l.opts.OnChange != nil {
+		l.opts.OnChange(tok, true)
+	}
+	return tok, nil
+}
+
 // Hold renews the lease every TTL/3 until ctx ends (it returns ctx's error, still holding:
 // call Release or let it expire) or the tenure ends (ErrNotLeader wrapped with why). Lost
 // is closed when it returns for a lost lease.
 func (l *Lease) Hold(ctx context.Context) error {
+	l.mu.Lock()
+	t := l.tenure
+	l.mu.Unlock()
+	if t != nil {
+		// The store's client renews; this waits for the store to end the tenure.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.Done():
+			return l.lose(t.Err().Error())
+		}
+	}
 	every := l.opts.TTL / 3
 	retry := max(l.opts.TTL/20, time.Millisecond)
 	next := every
@@ -308,10 +425,18 @@ func (l *Lease) Hold(ctx context.Context) error {
 // end ends the tenure locally: Valid turns false and Lost is closed. It returns the
 // tenure's token, the lease blob version last written, and whether a tenure was running.
 func (l *Lease) end() (Token, uint64, bool) {
+	tok, v, _, held := l.endTenure()
+	return tok, v, held
+}
+
+// endTenure is end, also returning the store-kept tenure that was running (nil if none).
+func (l *Lease) endTenure() (Token, uint64, adapters.Tenure, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	held := !l.validUntil.IsZero()
+	t := l.tenure
+	held := !l.validUntil.IsZero() || t != nil
 	l.validUntil = time.Time{}
+	l.tenure = nil
 	if l.lost != nil {
 		select {
 		case <-l.lost:
@@ -319,11 +444,12 @@ func (l *Lease) end() (Token, uint64, bool) {
 			close(l.lost)
 		}
 	}
-	return l.token, l.version, held
+	return l.token, l.version, t, held
 }
 
 func (l *Lease) lose(why string) error {
 	tok, _, _ := l.end()
+	l.setWhy("lost the lease: " + why)
 	l.log.Error("lost the lease; stopping every step", "epoch", tok.Epoch, "why", why)
 	if l.opts.OnChange != nil {
 		l.opts.OnChange(tok, false)
@@ -334,12 +460,19 @@ func (l *Lease) lose(why string) error {
 // Release gives the lease up at once, so a standby need not wait a TTL: it marks the blob
 // released by compare-and-set (a lease already taken by another is left alone).
 func (l *Lease) Release(ctx context.Context) error {
-	tok, expect, held := l.end()
+	tok, expect, t, held := l.endTenure()
 	if !held {
 		return nil
 	}
 	if l.opts.OnChange != nil {
 		l.opts.OnChange(tok, false)
+	}
+	if t != nil {
+		err := t.Release(ctx)
+		if err == nil {
+			l.log.Info("released the lease", "epoch", tok.Epoch)
+		}
+		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.TTL)
 	defer cancel()
@@ -353,21 +486,37 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
+// guardedBackend is what a GuardedStore writes to.
+type guardedBackend = interface {
+	adapters.ShardMapStore
+	adapters.BlobStore
+}
+
 // GuardedStore is a store whose every write is refused with ErrNotLeader unless the lease
-// is held: the token a controller's steps carry. Reads pass through.
+// is held: the token a controller's steps carry. Reads pass through. On a store-kept lease
+// (adapters.LeaseStore) each write also goes through the tenure's fenced view, so the
+// store refuses it atomically once the tenure has ended, however late this process finds
+// out; that refusal is ErrNotLeader too.
 type GuardedStore struct {
-	Store interface {
-		adapters.ShardMapStore
-		adapters.BlobStore
-	}
+	Store guardedBackend
 	Lease *Lease
 }
 
-func (g GuardedStore) check(what string) error {
-	if tok, ok := g.Lease.Valid(); !ok {
-		return fmt.Errorf("%w: refusing %s (last tenure %s)", ErrNotLeader, what, tok)
+// check returns the store to write what through, or ErrNotLeader.
+func (g GuardedStore) check(what string) (guardedBackend, error) {
+	tok, w, ok := g.Lease.writer(g.Store)
+	if !ok {
+		return nil, fmt.Errorf("%w: refusing %s (last tenure %s)", ErrNotLeader, what, tok)
 	}
-	return nil
+	return w, nil
+}
+
+// fenced marks a write the store refused for the lease as ErrNotLeader.
+func fenced(err error) error {
+	if errors.Is(err, adapters.ErrLeaseLost) {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return err
 }
 
 // Read implements adapters.ShardMapStore.
@@ -377,10 +526,12 @@ func (g GuardedStore) Read(ctx context.Context, db adapters.DBRef) (*shardmap.Re
 
 // CAS implements adapters.ShardMapStore, refused without the lease.
 func (g GuardedStore) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next *shardmap.Record) (uint64, error) {
-	if err := g.check("the record write of " + db.String()); err != nil {
+	w, err := g.check("the record write of " + db.String())
+	if err != nil {
 		return 0, err
 	}
-	return g.Store.CAS(ctx, db, expect, next)
+	v, err := w.CAS(ctx, db, expect, next)
+	return v, fenced(err)
 }
 
 // Watch implements adapters.ShardMapStore.
@@ -395,18 +546,21 @@ func (g GuardedStore) GetBlob(ctx context.Context, key string) (adapters.Blob, e
 
 // PutBlob implements adapters.BlobStore, refused without the lease.
 func (g GuardedStore) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
-	if err := g.check("the write of " + key); err != nil {
+	w, err := g.check("the write of " + key)
+	if err != nil {
 		return 0, err
 	}
-	return g.Store.PutBlob(ctx, key, expect, data)
+	v, err := w.PutBlob(ctx, key, expect, data)
+	return v, fenced(err)
 }
 
 // DeleteBlob implements adapters.BlobStore, refused without the lease.
 func (g GuardedStore) DeleteBlob(ctx context.Context, key string, expect uint64) error {
-	if err := g.check("the delete of " + key); err != nil {
+	w, err := g.check("the delete of " + key)
+	if err != nil {
 		return err
 	}
-	return g.Store.DeleteBlob(ctx, key, expect)
+	return fenced(w.DeleteBlob(ctx, key, expect))
 }
 
 // ListBlobs implements adapters.BlobStore.

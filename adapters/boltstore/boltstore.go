@@ -270,16 +270,11 @@ func (s *Store) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next 
 		if err != nil {
 			return err
 		}
-		if err := adapters.CheckCAS(db, expect, cur, next); err != nil {
-			return err
-		}
-		stored := next.Clone()
-		stored.Version = expect + 1
-		enc, err := stored.MarshalBinary()
+		enc, v, err := adapters.EncodeCAS(db, expect, cur, next)
 		if err != nil {
 			return err
 		}
-		version = stored.Version
+		version = v
 		return b.Put([]byte(db.Key()), enc)
 	})
 	if err != nil {

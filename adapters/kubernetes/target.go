@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/kernel/render"
 )
 
@@ -110,8 +109,9 @@ func (t *Target) Generation(ctx context.Context) (uint64, error) {
 
 // WriteFiles puts files in place as generation (see adapters.ConfigTarget): the
 // SecretFiles into the Secret, the rest into the ConfigMap. Writing the generation the
-// target holds, with the same files, changes nothing; with other files it is refused with
-// an error matching configmap.ErrDifferentFiles. A conflict (another writer between the
+// target holds, with the same files, changes nothing; with other files (a rotated password:
+// a generation's files include its credentials) it replaces them, as configmap.Dir does. A
+// conflict (another writer between the
 // read and the write) is an *APIError matching ErrConflict; the caller's next attempt reads
 // again.
 func (t *Target) WriteFiles(ctx context.Context, generation uint64, files render.Files) error {
@@ -152,12 +152,13 @@ func (t *Target) WriteFiles(ctx context.Context, generation uint64, files render
 	if err != nil && !(t.o.Create && apierrors.IsNotFound(err)) {
 		return apiError("get", "ConfigMap", t.o.Namespace, t.o.ConfigMap, err)
 	}
-	var cmGen uint64
+	cmInPlace := false
 	if cmExists {
-		if cmGen, err = generationOf("ConfigMap", t.o.Namespace, cm.ObjectMeta); err != nil {
+		cmGen, err := generationOf("ConfigMap", t.o.Namespace, cm.ObjectMeta)
+		if err != nil {
 			return err
 		}
-		if err := t.check("ConfigMap", cmGen, generation, cmData(cm), plain); err != nil {
+		if cmInPlace, err = t.check("ConfigMap", cmGen, generation, cmData(cm), plain); err != nil {
 			return err
 		}
 	}
@@ -167,7 +168,7 @@ func (t *Target) WriteFiles(ctx context.Context, generation uint64, files render
 			return err
 		}
 	}
-	if cmExists && cmGen == generation {
+	if cmInPlace {
 		return nil // in place already (check found the same files)
 	}
 	if !cmExists {
@@ -216,11 +217,9 @@ func (t *Target) writeSecret(ctx context.Context, generation uint64, data map[st
 		if err != nil {
 			return err
 		}
-		if err := t.check("Secret", have, generation, s.Data, data); err != nil {
+		inPlace, err := t.check("Secret", have, generation, s.Data, data)
+		if err != nil || inPlace {
 			return err
-		}
-		if have == generation {
-			return nil
 		}
 	} else {
 		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.o.Namespace, Name: t.o.Secret}, Type: corev1.SecretTypeOpaque}
@@ -235,22 +234,18 @@ func (t *Target) writeSecret(ctx context.Context, generation uint64, data map[st
 	return apiErrorOrNil("create", "Secret", t.o.Namespace, t.o.Secret, err)
 }
 
-// check refuses to replace a newer generation, and the same generation with other files.
-func (t *Target) check(kind string, have, want uint64, data, files map[string][]byte) error {
+// check refuses to replace a newer generation, and reports whether the object already holds
+// generation want with exactly these files (nothing to write). The same generation with
+// other files is rewritten: its credentials were rotated.
+func (t *Target) check(kind string, have, want uint64, data, files map[string][]byte) (inPlace bool, err error) {
 	name := t.o.ConfigMap
 	if kind == "Secret" {
 		name = t.o.Secret
 	}
-	switch {
-	case have > want:
-		return &adapters.GenerationError{Target: kind + " " + t.o.Namespace + "/" + name, Have: have, Want: want}
-	case have == want:
-		if !sameData(data, files) {
-			// Name no key's content: the Secret's are credentials.
-			return fmt.Errorf("kubernetes: %s %s/%s: generation %d: %w", kind, t.o.Namespace, name, want, configmap.ErrDifferentFiles)
-		}
+	if have > want {
+		return false, &adapters.GenerationError{Target: kind + " " + t.o.Namespace + "/" + name, Have: have, Want: want}
 	}
-	return nil
+	return have == want && sameData(data, files), nil
 }
 
 func generationOf(kind, ns string, m metav1.ObjectMeta) (uint64, error) {

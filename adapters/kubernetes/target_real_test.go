@@ -13,7 +13,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/adapters/kubernetes"
 	"loam.dev/router/conformance/kubetest"
 	"loam.dev/router/kernel/render"
@@ -88,13 +87,17 @@ func TestRealTargetWrites(t *testing.T) {
 	var ge *adapters.GenerationError
 	require.ErrorAs(t, err, &ge)
 	require.Equal(t, uint64(2), ge.Have)
-	// The same generation with other files: two renderings disagree.
+	// The same generation with other files (a rotated password): written over, and the
+	// same again changes nothing.
 	other := files(2)
 	other[0].Data = []byte("# another rendering\n")
-	require.ErrorIs(t, tg.WriteFiles(ctx, 2, other), configmap.ErrDifferentFiles)
+	require.NoError(t, tg.WriteFiles(ctx, 2, other))
 	cm4, s4 := objects(t, admin, ns)
-	require.Equal(t, cm2.ResourceVersion, cm4.ResourceVersion)
-	require.Equal(t, s2.ResourceVersion, s4.ResourceVersion)
+	require.NotEqual(t, cm2.ResourceVersion, cm4.ResourceVersion, "the rotated files replace the old")
+	require.NoError(t, tg.WriteFiles(ctx, 2, other))
+	cm5, s5 := objects(t, admin, ns)
+	require.Equal(t, cm4.ResourceVersion, cm5.ResourceVersion)
+	require.Equal(t, s4.ResourceVersion, s5.ResourceVersion)
 
 	// A file named like a generation key, or credentials without a Secret, are refused
 	// before anything is sent.

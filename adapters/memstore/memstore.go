@@ -91,18 +91,13 @@ func (s *Store) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next 
 	if err != nil {
 		return 0, err
 	}
-	if err := adapters.CheckCAS(db, expect, cur, next); err != nil {
-		return 0, err
-	}
-	stored := next.Clone()
-	stored.Version = expect + 1
-	b, err := stored.MarshalBinary()
+	b, version, err := adapters.EncodeCAS(db, expect, cur, next)
 	if err != nil {
 		return 0, err
 	}
 	s.records[db] = b
 	s.notifyLocked()
-	return stored.Version, nil
+	return version, nil
 }
 
 // Watch implements adapters.ShardMapStore without polling: every write wakes it.

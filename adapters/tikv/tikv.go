@@ -221,12 +221,7 @@ func (s *Store) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next 
 	if err != nil {
 		return 0, err
 	}
-	if err := adapters.CheckCAS(db, expect, cur, next); err != nil {
-		return 0, err
-	}
-	stored := next.Clone()
-	stored.Version = expect + 1
-	enc, err := stored.MarshalBinary()
+	enc, version, err := adapters.EncodeCAS(db, expect, cur, next)
 	if err != nil {
 		return 0, err
 	}
@@ -246,7 +241,7 @@ func (s *Store) CAS(ctx context.Context, db adapters.DBRef, expect uint64, next 
 	if err != nil {
 		return 0, s.mapErr("cas commit "+db.String(), err)
 	}
-	return stored.Version, nil
+	return version, nil
 }
 
 // readPast reads the record after a write conflict. The conflicting transaction may still

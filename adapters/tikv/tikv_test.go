@@ -122,29 +122,13 @@ func TestLoggerNeverWritesStdout(t *testing.T) {
 // BenchmarkCASBoltVsTiKV interleaves one CAS on the bolt store and one on the in-process
 // TiKV per iteration and reports both rates and the tikv/bolt time ratio.
 func BenchmarkCASBoltVsTiKV(b *testing.B) {
-	ctx := context.Background()
 	bolt, err := boltstore.Open(filepath.Join(b.TempDir(), "loam.db"), nil)
 	require.NoError(b, err)
 	defer bolt.Close()
 	kv, err := tikvtest.New(nil)
 	require.NoError(b, err)
 	defer kv.Close()
-	db := adapters.DBRef{Namespace: "bench", Database: "app"}
-	stores := [2]adapters.ShardMapStore{bolt, kv}
-	var vers [2]uint64
-	var spent [2]time.Duration
-	rec := conformance.SampleRecord("app", 1)
-	for b.Loop() {
-		for i, s := range stores {
-			t0 := time.Now()
-			v, err := s.CAS(ctx, db, vers[i], rec)
-			spent[i] += time.Since(t0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			vers[i] = v
-		}
-	}
+	spent := conformance.InterleaveCAS(b, bolt, kv)
 	n := float64(b.N)
 	b.ReportMetric(n/spent[0].Seconds(), "bolt-CAS/s")
 	b.ReportMetric(n/spent[1].Seconds(), "tikv-CAS/s")

@@ -69,9 +69,11 @@ type ControllerConfig struct {
 
 // StoreConfig says where shard map records, snapshots, the lease and the audit log live.
 type StoreConfig struct {
-	// Kind is bolt (the embedded default), tikv, or remote (a `loamrouter store-serve` or
+	// Kind is bolt (the embedded default), tikv, etcd, or remote (a `loamrouter store-serve` or
 	// another daemon's listen address).
 	Kind string `toml:"kind"`
+	// Etcd is [store.etcd], for kind etcd (store_etcd.go).
+	Etcd EtcdStoreConfig `toml:"etcd"`
 	// Dir is the embedded store's directory (kind bolt; default ./loam-data).
 	Dir string `toml:"dir"`
 	// PD lists TiKV's PD endpoints (kind tikv).
@@ -492,12 +494,16 @@ func (c *Config) check() error {
 		if len(c.Store.PD) == 0 {
 			return bad("store.pd", "kind tikv needs PD endpoints, e.g. pd = [\"10.0.0.1:2379\"]")
 		}
+	case "etcd":
+		if err := c.Store.Etcd.check(bad); err != nil {
+			return err
+		}
 	case "remote":
 		if !strings.HasPrefix(c.Store.URL, "http://") && !strings.HasPrefix(c.Store.URL, "https://") {
 			return bad("store.url", "kind remote needs the store server's URL, e.g. url = \"http://127.0.0.1:7070\" (got %q)", c.Store.URL)
 		}
 	default:
-		return bad("store.kind", "%q is not a store kind; use \"bolt\" (embedded, the default), \"tikv\" or \"remote\"", c.Store.Kind)
+		return bad("store.kind", "%q is not a store kind; use \"bolt\" (embedded, the default), \"etcd\", \"tikv\" or \"remote\"", c.Store.Kind)
 	}
 	switch c.Alerts.Kind {
 	case "", "log":

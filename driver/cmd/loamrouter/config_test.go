@@ -27,7 +27,7 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 		{"wrong type", "[[databases]]\nname = \"app\"\ninsecure = \"yes\"\n", "databases.insecure: wrong type: string given, bool expected"},
 		{"syntax", "[controller\n", "loam.toml:1"},
 		{"short ttl", "[controller]\nlease_ttl = \"10ms\"\n", `controller.lease_ttl: 10ms is too short`},
-		{"store kind", "[store]\nkind = \"etcd\"\n", `store.kind: "etcd" is not a store kind; use "bolt"`},
+		{"store kind", "[store]\nkind = \"zookeeper\"\n", `store.kind: "zookeeper" is not a store kind; use "bolt" (embedded, the default), "etcd"`},
 		{"tikv without pd", "[store]\nkind = \"tikv\"\n", "store.pd: kind tikv needs PD endpoints"},
 		{"remote url", "[store]\nkind = \"remote\"\nurl = \"127.0.0.1:7070\"\n", `store.url: kind remote needs the store server's URL, e.g. url = "http://127.0.0.1:7070"`},
 		{"bolt with pd", "[store]\npd = [\"a:1\"]\n", "kind bolt takes only dir"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -82,6 +83,12 @@ type demoOptions struct {
 	noInstall bool
 	workers   int
 	steady    time.Duration
+	// store, when set, is the [store] body of loam.toml instead of the embedded store (the
+	// etcd fault test), and leaseTTL the controller's lease_ttl (default 2s).
+	store    string
+	leaseTTL time.Duration
+	// onPhase, when set, is called as the cutover reaches each step (a test's fault).
+	onPhase func(step string)
 }
 
 // demoReport is what the demo measured.
@@ -264,7 +271,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	confPath := filepath.Join(root, "loam.toml")
-	if err := os.WriteFile(confPath, []byte(demoConfig(root, listen)), 0o600); err != nil {
+	if err := os.WriteFile(confPath, []byte(demoConfig(root, listen, o)), 0o600); err != nil {
 		return nil, err
 	}
 	token, err := demoToken()
@@ -279,10 +286,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	dc := &cfg.Databases[0]
-	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
-		return nil, err
-	}
-	st, err := boltstore.Open(filepath.Join(cfg.Store.Dir, "loam.db"), nil)
+	st, err := openDemoStore(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +300,11 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	if err != nil {
 		return nil, err
 	}
-	say("shard map: %s generation 1, pg_hash on id over 2 shards (embedded store %s)", ref, cfg.Store.Dir)
+	where := "embedded store " + cfg.Store.Dir
+	if cfg.Store.Kind == "etcd" {
+		where = "etcd " + strings.Join(cfg.Store.Etcd.Endpoints, ",")
+	}
+	say("shard map: %s generation 1, pg_hash on id over 2 shards (%s)", ref, where)
 
 	// Three reference routers, and the controller.
 	w.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: filepath.Join(root, "routers"), N: 3, Database: demoDB, User: demoRole, MaxConns: 4, Files: files1, Generation: rec.Generation})
@@ -418,6 +426,9 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		if p.Current != last || p.Outcome != "" {
 			fmt.Fprintf(out, "%s  (+%s)\n", line, time.Since(cutStart).Round(time.Millisecond))
 			last = p.Current
+			if o.onPhase != nil {
+				o.onPhase(p.Current)
+			}
 		}
 		if p.Outcome != "" {
 			break
@@ -636,7 +647,18 @@ func (r *demoReport) print(out io.Writer, report string) {
 	fmt.Fprintf(out, "demo wall time %v\n", r.Wall.Round(time.Millisecond))
 }
 
-func demoConfig(root, listen string) string {
+// openDemoStore opens the store of the demo's loam.toml to write the first record.
+func openDemoStore(cfg *Config) (Store, error) {
+	if cfg.Store.Kind == "etcd" {
+		return openEtcd(&cfg.Store.Etcd)
+	}
+	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	return boltstore.Open(filepath.Join(cfg.Store.Dir, "loam.db"), nil)
+}
+
+func demoConfig(root, listen string, o demoOptions) string {
 	var routers strings.Builder
 	for i := 1; i <= 3; i++ {
 		fmt.Fprintf(&routers, "[[databases.routers]]\nid = \"ref-%d\"\nadmin = \"in-process\"\nnode_id = \"%d\"\n", i, i)
@@ -644,7 +666,7 @@ func demoConfig(root, listen string) string {
 	return fmt.Sprintf(`# The demo's controller: written by loamrouter demo.
 [controller]
 id = "demo-controller"
-lease_ttl = "2s"
+lease_ttl = %q
 listen = %q
 drain_timeout = "20s"
 # The CLI's credential for this daemon's API (a random token made by the demo).
@@ -658,7 +680,7 @@ role = "controller"
 token_env = "LOAM_DEMO_TOKEN"
 
 [store]
-dir = %q
+%s
 
 [[databases]]
 name = "app"
@@ -680,7 +702,7 @@ lag_threshold_bytes = 1048576
 poll_every = "50ms"
 grace = "200ms"
 retry_after = "100ms"
-%s`, listen, filepath.Join(root, "loam-data"), filepath.Join(root, "files"), routers.String())
+%s`, cmp.Or(o.leaseTTL, 2*time.Second).String(), listen, cmp.Or(o.store, fmt.Sprintf("dir = %q", filepath.Join(root, "loam-data"))), filepath.Join(root, "files"), routers.String())
 }
 
 // demoToken is a fresh random token for the demo's controller API.

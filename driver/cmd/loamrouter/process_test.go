@@ -210,6 +210,7 @@ type status struct {
 	Leader bool   `json:"leader"`
 	Epoch  uint64 `json:"epoch"`
 	PID    int    `json:"pid"`
+	Why    string `json:"why"`
 }
 
 func getStatus(addr string) (status, error) {

@@ -71,7 +71,7 @@ daemon's listen address.`,
 	f := root.PersistentFlags()
 	f.StringVar(&c.configPath, "config", "", "loam.toml (default: ./loam.toml when it exists)")
 	f.StringVar(&c.dataDir, "data", "", "directory of the embedded store (default ./loam-data; overrides store.dir)")
-	f.StringVar(&c.storeURL, "store", "", "use this store instead of the config's: http://host:port (a store server or a daemon), or tikv://pd1:2379,pd2:2379")
+	f.StringVar(&c.storeURL, "store", "", "use this store instead of the config's: http://host:port (a store server or a daemon), tikv://pd1:2379,pd2:2379, or etcd://127.0.0.1:2379 (loopback, no TLS; otherwise [store.etcd] in loam.toml)")
 	f.StringVar(&c.namespace, "namespace", "default", "namespace of the records (they live under xs/<namespace>/<db>)")
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text (for a terminal) or json")
@@ -148,6 +148,13 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		if pd, ok := strings.CutPrefix(u, "tikv://"); ok {
 			return tikv.Open(strings.Split(pd, ","), nil)
 		}
+		if eps, ok := strings.CutPrefix(u, "etcd://"); ok {
+			e, err := etcdURL(eps)
+			if err != nil {
+				return nil, err
+			}
+			return openEtcd(e)
+		}
 		return c.dial(u, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
 	s := c.cfg.Store
@@ -158,6 +165,8 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 			return nil, fmt.Errorf("store.pd %v: %w", s.PD, err)
 		}
 		return st, nil
+	case "etcd":
+		return openEtcd(&s.Etcd)
 	case "remote":
 		return c.dial(s.URL, "store.token", s.TokenEnv, s.TokenFile)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/driver"
 )
@@ -33,7 +34,11 @@ One controller is active at a time: it holds a lease in the store (controller.le
 and every step it executes is refused once the lease is lost. Others stand by and take over
 within one lease TTL of the active one dying, resuming each machine from its last saved
 snapshot. The embedded store (bbolt) can be opened by one process only; to run a standby,
-share a store: store.kind = "tikv", or "remote" with ` + "`loamrouter store-serve`" + `.
+share a store that survives losing a machine: store.kind = "etcd" (recommended: the lease
+is then etcd's own, renewed by this client and expired on etcd's clock, and every write
+is refused by etcd once the tenure has ended) or "tikv". store.kind = "remote" with
+` + "`loamrouter store-serve`" + ` shares one bbolt file through one HTTP server: for trying
+standbys out on one machine, not a highly available store.
 
 SIGTERM or Ctrl-C drains: nothing new starts, commands in flight finish and are recorded,
 the lease is released so a standby takes over at once. A second signal stops at once.
@@ -53,7 +58,9 @@ Keys of loam.toml (all optional but [[databases]]):
 
   [controller] id, lease_ttl, lease_max_ttl, listen, hosts, token_env, token_file,
                read_timeout, drain_timeout
-  [store]      kind (bolt|tikv|remote), dir, pd, url, token_env, token_file
+  [store]      kind (bolt|etcd|tikv|remote), dir, pd, url, token_env, token_file
+    [store.etcd] endpoints, prefix (loam/), ca_file, cert_file, key_file, username_env,
+                 password_env, timeout (5s)
   [[credentials]] name, role (operator|controller), token_env, token_file, cert_cn: who
                controller.listen and store-serve accept (required unless listen = "off")
   [tls]        cert_file, key_file (served; reloaded on SIGHUP), client_ca_file (mutual
@@ -138,6 +145,9 @@ func (c *cli) serve(cmd *cobra.Command) error {
 			tok, leader := d.lease.Valid()
 			w.Header().Set("Content-Type", "application/json")
 			st := map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()}
+			if why := d.lease.Why(); why != "" {
+				st["why"] = why // why this controller does not lead (a lost lease, no quorum)
+			}
 			if lsnMon != nil {
 				st["lsn"] = lsnMon.view() // stats_pgsql_lsn
 			}
@@ -178,10 +188,17 @@ func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.audit = driver.NewAudit(st, d.token, c.log)
+	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
+	// On a store-kept lease (etcd) the audit log is written through the guarded store too,
+	// so a command's exec entry, written before the command runs, is refused by the store
+	// once the tenure has ended, and the command with it.
+	var auditStore adapters.BlobStore = st
+	if d.lease.Native() {
+		auditStore = d.guarded
+	}
+	d.audit = driver.NewAudit(auditStore, d.token, c.log)
 	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
 	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
-	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
 	d.open = c.opener()
 	switch cfg.Alerts.Kind {
 	case "file":

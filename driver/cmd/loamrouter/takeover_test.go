@@ -31,9 +31,7 @@ read_timeout = "3s"
 token_env = "LOAM_TEST_OPS_TOKEN"
 
 [store]
-kind = "remote"
-url = %q
-token_env = "LOAM_TEST_CTL_TOKEN"
+%s
 
 [[databases]]
 name = "app"
@@ -44,9 +42,18 @@ admin_password_env = "LOAM_TEST_ADMIN_PW"
 insecure = true
 [databases.indoubt]
 enabled = false
-`+testAuth, id, ttl.String(), listen, storeURL, files)
+`+testAuth, id, ttl.String(), listen, storeTOML(storeURL), files)
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	return path
+}
+
+// storeTOML is the [store] body for a store URL: etcd://host:port,... (store_etcd_test.go)
+// or a store server's http:// URL.
+func storeTOML(url string) string {
+	if eps, ok := strings.CutPrefix(url, "etcd://"); ok {
+		return etcdStoreTOML(eps)
+	}
+	return fmt.Sprintf("kind = \"remote\"\nurl = %q\ntoken_env = \"LOAM_TEST_CTL_TOKEN\"", url)
 }
 
 // controllers is a set of daemons on one store, and what the test knows of them.
@@ -128,7 +135,8 @@ func (c *controllers) publish(gen uint64) {
 // machine has saved the reply (its Outcome report is executed only after that save).
 func (c *controllers) waitWritten(gen uint64, within time.Duration) {
 	deadline := time.Now().Add(within)
-	st := opsClient(c.t, c.url)
+	st := openURL(c.t, c.url)
+	defer st.Close()
 	reported := func() bool {
 		entries, err := driver.ReadAudit(c.t.Context(), st, driver.AuditFilter{Machine: "configpush"})
 		require.NoError(c.t, err)

@@ -61,14 +61,6 @@ func (v *VitessConfig) check(key string, insecure bool) (string, string) {
 	return "", ""
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // tls is the client's TLS configuration; nil for plaintext.
 func (v *VitessConfig) tls() (*tls.Config, error) {
 	if v.CAFile == "" {
