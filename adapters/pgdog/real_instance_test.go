@@ -196,6 +196,11 @@ func TestRealPgDogErrorsTheAdapterMaps(t *testing.T) {
 // routing back.
 func TestRealPgDogCopyDataCutoverStop(t *testing.T) {
 	srv := realServer(t)
+	if v := srv.QueryString(t, "postgres", "SHOW server_version_num"); v < "160000" {
+		// PgDog's schema sync calls pg_get_publication_tables(text[]) (Postgres 16+);
+		// on an older server the COPY_DATA task fails (recorded in testdata/transcript.json).
+		t.Skipf("skipped: needs postgres 16+ for PgDog's COPY_DATA (server_version_num %s)", v)
+	}
 	src := shards(t, srv, "csrc", 1, true)
 	dst := shards(t, srv, "cdst", 2, false)
 	rec := realResharding(srv, realRecord(srv, 4, src...), dst...)

@@ -179,8 +179,8 @@ func TestRealPgDogTranscript(t *testing.T) {
 	labels := map[string]bool{}
 	for _, e := range r.trace {
 		labels[e.Label] = true
-		if why := tr.conform(e.Label, e); why != "" {
-			t.Errorf("PgDog now answers otherwise than recorded (record again with -record if this is a new PgDog): %s", strings.Replace(why, "the stand-in", "PgDog", 1))
+		if why := tr.conformShape(e.Label, e); why != "" {
+			t.Errorf("PgDog now answers otherwise than recorded (record again with -record if this is a new PgDog): %s", why)
 		}
 	}
 	for _, e := range tr.Exchanges {
