@@ -158,27 +158,19 @@ func (tr *Transcript) byLabel(label string) []Exchange {
 // sizes), the same tag, error and close (arguments replaced by placeholders), and for each
 // column a value form the recording shows for it (when it recorded rows with that column).
 func (tr *Transcript) conform(label string, got Exchange) string {
-	recs := tr.byLabel(label)
-	if len(recs) == 0 {
-		return fmt.Sprintf("no recorded exchange is labelled %q", label)
+	if why := tr.match(label, got, true); why != "" {
+		return "the stand-in answered " + why
 	}
-	var why []string
-	for _, r := range recs {
-		d := diffShape(r, got)
-		if d == "" {
-			d = diffForms(recs, got)
-			if d == "" {
-				return ""
-			}
-		}
-		why = append(why, fmt.Sprintf("recorded %q: %s", r.Command, d))
-	}
-	return fmt.Sprintf("the stand-in answered %q (%s) with a reply no recording holds: %s", got.Command, label, strings.Join(why, "; "))
+	return ""
 }
 
 // conformShape is conform without the value forms: for a real PgDog's replies, whose rows
 // vary from run to run (a task caught between two states shows an empty inner_status).
 func (tr *Transcript) conformShape(label string, got Exchange) string {
+	return tr.match(label, got, false)
+}
+
+func (tr *Transcript) match(label string, got Exchange, forms bool) string {
 	recs := tr.byLabel(label)
 	if len(recs) == 0 {
 		return fmt.Sprintf("no recorded exchange is labelled %q", label)
@@ -186,12 +178,15 @@ func (tr *Transcript) conformShape(label string, got Exchange) string {
 	var why []string
 	for _, r := range recs {
 		d := diffShape(r, got)
+		if d == "" && forms {
+			d = diffForms(recs, got)
+		}
 		if d == "" {
 			return ""
 		}
 		why = append(why, fmt.Sprintf("recorded %q: %s", r.Command, d))
 	}
-	return fmt.Sprintf("%q (%s): %s", got.Command, label, strings.Join(why, "; "))
+	return fmt.Sprintf("%q (%s) with a reply no recording holds: %s", got.Command, label, strings.Join(why, "; "))
 }
 
 func diffShape(r, got Exchange) string {
