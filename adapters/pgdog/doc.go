@@ -30,8 +30,36 @@
 //   - Maintenance holds survive RELOAD and no command reports them; CUTOVER and the end of
 //     any cutover on an instance clear all of them.
 //
-// PgDog cannot be built or run where this package's tests run. They run the adapter against
-// a protocol-level stand-in built with pgproto3 (standin_test.go; tests named TestStandIn),
-// which answers with the reply shapes pgdog.md documents. They show the adapter speaks that
-// protocol, not that PgDog does; running it against a real PgDog is the RT4 gate.
+// Where each fact is in PgDog's public source (github.com/pgdogdev/pgdog, AGPL-3.0, read
+// at commit 3ee07ab0, 2026-08-14, crate 0.1.53; never copied):
+//
+//   - pgdog/src/admin/server.rs: a message other than Query is refused (Error::SimpleOnly);
+//     the query is lowercased whole before admin/parser.rs parses it; a parse error is
+//     answered with ErrorResponse::protocol_violation (ERROR, 08P01) and the connection
+//     stays; the reply ends with CommandComplete carrying the command's name().
+//   - pgdog/src/backend/pool/connection/binding.rs and pgdog/src/frontend/client/mod.rs
+//     (spawn_internal): an error while a command runs goes up through the client, which
+//     sends ErrorResponse::from_client_err (FATAL, 58000, pgdog/src/net/messages/
+//     error_response.rs) and ends the connection. The extended-protocol refusal takes the
+//     same path, so it is FATAL 58000 too (the stand-in answers a non-fatal ERROR; the
+//     adapter never sends the extended protocol, so nothing depends on it).
+//   - pgdog/src/admin/reload.rs and pgdog/src/backend/databases.rs (reload): RELOAD loads
+//     config_path and users_path, the paths the process was started with, and replaces the
+//     databases only once both parsed.
+//   - pgdog/src/admin/pause.rs, maintenance_mode.rs, cutover.rs, stop_task.rs: the tags are
+//     PAUSE, RESUME, "MAINTENANCE ON|OFF [database]", CUTOVER, STOP_TASK.
+//   - pgdog/src/admin/copy_data.rs: COPY_DATA <from> <to> <publication> [slot], arguments
+//     split on single spaces; the schema is synced with pg_dump (pg_dump_path, default
+//     "pg_dump" on PATH; pgdog/src/backend/schema/sync/pg_dump.rs).
+//   - pgdog-config/src/general.rs: host and port default to PGDOG_HOST and PGDOG_PORT
+//     (0.0.0.0:6432 without them) when pgdog.toml leaves them out, as kernel/render's files
+//     do; conformance/pgdogtest relies on it to listen on 127.0.0.1.
+//
+// The package's tests run the adapter against a protocol-level stand-in built with
+// pgproto3 (standin_test.go; tests named TestStandIn), which answers with the reply shapes
+// pgdog.md documents, and, with LOAM_PGDOG_BIN set, against real PgDog instances
+// (conformance/pgdogtest; tests named TestRealPgDog, on real Postgres through
+// conformance/pgtest). TestRealPgDogTranscript records what a real PgDog answered to every
+// admin command into testdata/transcript.json (-record), the script the stand-in is to
+// replay (transcript_test.go holds the format and the check, Transcript.conform).
 package pgdog
