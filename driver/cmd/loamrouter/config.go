@@ -257,12 +257,15 @@ type LSNConfig struct {
 	// History is how long samples are retained (default 60s).
 	History Duration `toml:"history"`
 	// User, PasswordEnv, Database and SSLMode are the monitor's login on every server
-	// (defaults postgres, none, postgres, prefer). The polled functions are open to every
-	// role, so a login-only role is enough.
+	// (defaults postgres, none, postgres, verify-full). The polled functions are open to
+	// every role, so a login-only role is enough. With a password, only verify-full or
+	// verify-ca are accepted unless Insecure: a sslmode that does not verify the server
+	// would hand the password to whoever answers at the endpoint's address.
 	User        string `toml:"user"`
 	PasswordEnv string `toml:"password_env"`
 	Database    string `toml:"database"`
 	SSLMode     string `toml:"sslmode"`
+	Insecure    bool   `toml:"insecure"`
 	// Endpoints are the physical servers, each once however many hostgroups list it.
 	Endpoints []LSNEndpoint `toml:"endpoints"`
 }
@@ -647,13 +650,16 @@ func (l *LSNConfig) check(bad func(key, format string, a ...any) error) error {
 		l.Database = "postgres"
 	}
 	if l.SSLMode == "" {
-		l.SSLMode = "prefer"
+		l.SSLMode = "verify-full"
 	}
 	if !validSSLMode(l.SSLMode) {
 		return bad("lsn.sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", l.SSLMode)
 	}
 	if l.PasswordEnv != "" && os.Getenv(l.PasswordEnv) == "" {
 		return bad("lsn.password_env", "the environment variable %s is empty or unset; export it or remove the key", l.PasswordEnv)
+	}
+	if l.PasswordEnv != "" && !l.Insecure && l.SSLMode != "verify-full" && l.SSLMode != "verify-ca" {
+		return bad("lsn.sslmode", "%q does not verify the server, so the monitor's password could be sent to whoever answers; use verify-full (the default) or verify-ca, or set lsn.insecure = true for a development database", l.SSLMode)
 	}
 	seen := map[string]int{}
 	for i := range l.Endpoints {

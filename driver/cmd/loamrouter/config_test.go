@@ -49,6 +49,7 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 		{"lsn endpoint port", "[[lsn.endpoints]]\nhost = \"a\"\nport = 70000\n", "lsn.endpoints[0].port: 70000 is not a TCP port"},
 		{"lsn endpoint twice", "[[lsn.endpoints]]\nhost = \"a\"\n[[lsn.endpoints]]\nhost = \"b\"\n[[lsn.endpoints]]\nhost = \"a\"\nport = 5432\n", "lsn.endpoints[2]: a:5432 is listed twice (also lsn.endpoints[0]): a server is polled once however many hostgroups list it"},
 		{"lsn sslmode", "[lsn]\nsslmode = \"yes\"\n", `lsn.sslmode: "yes" is not an sslmode`},
+		{"lsn password without a verified server", "[lsn]\npassword_env = \"SET_PW\"\nsslmode = \"require\"\n", `lsn.sslmode: "require" does not verify the server, so the monitor's password could be sent to whoever answers; use verify-full (the default) or verify-ca, or set lsn.insecure = true`},
 		{"lsn password env", "[lsn]\npassword_env = \"LOAM_SURELY_UNSET_VAR\"\n", "lsn.password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
 		{"credential token unset", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"LOAM_SURELY_UNSET_VAR\"\n", "credentials[0].token_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
 		{"credential token short", "[[credentials]]\nname = \"ops\"\nrole = \"operator\"\ntoken_env = \"SET_PW\"\n", "credentials[0].token_env: the token is 1 characters; use at least 16"},
@@ -101,7 +102,7 @@ func TestConfigLSNDefaults(t *testing.T) {
 	require.Equal(t, 100*time.Millisecond, l.Timeout.Duration)
 	require.Equal(t, 60*time.Second, l.History.Duration)
 	require.Equal(t, "postgres", l.User)
-	require.Equal(t, "prefer", l.SSLMode)
+	require.Equal(t, "verify-full", l.SSLMode)
 	c, err = ParseConfig("loam.toml", []byte("[lsn]\nenabled = false\n[[lsn.endpoints]]\nhost = \"10.0.0.2\"\n"))
 	require.NoError(t, err)
 	require.False(t, c.LSN.On())

@@ -80,7 +80,8 @@ Keys of loam.toml (all optional but [[databases]]):
   [shards]     allow (the hosts, *.domains, IPs and CIDRs the controller may log into as
                shard_user; required with shard_password_env unless insecure)
   [lsn]        enabled, interval (10ms), timeout (100ms), history (60s), user, password_env,
-               database, sslmode
+               database, sslmode (verify-full; with a password only verify-* unless insecure),
+               insecure
     [[lsn.endpoints]] host, port (5432): each physical server once`,
 		Example: `  loamrouter serve --config loam.toml
   loamrouter serve --config loam.toml --log-format json   # for a log collector
