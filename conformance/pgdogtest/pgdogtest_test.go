@@ -37,7 +37,6 @@ func TestRequireSkipsEvenUnderRequireReal(t *testing.T) {
 	require.Empty(t, f.skipped)
 }
 
-
 // TestStartServesAdmin starts a real PgDog on rendered files and logs in to its admin
 // database; it skips without LOAM_PGDOG_BIN.
 func TestStartServesAdmin(t *testing.T) {
