@@ -26,6 +26,7 @@ import (
 const etcdTTL = 2 * time.Second // etcd counts leases in whole seconds
 
 func etcdControllers(t *testing.T, c *etcdtest.Cluster) *controllers {
+	setTestTokens(t) // the daemons' API needs its credentials (testAuth)
 	t.Setenv("LOAM_TEST_ADMIN_PW", "admin-pw")
 	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
 	dir := t.TempDir()
