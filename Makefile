@@ -13,7 +13,7 @@ BENCH    ?= .
 test:
 	@if command -v coqc >/dev/null && command -v ocamlfind >/dev/null; then $(MAKE) --no-print-directory proof; \
 	  else echo "make test: no coqc/ocamlfind, so no proof oracle (its tests skip, or fail under LOAM_REQUIRE_REAL=1)"; fi
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 ./detsim/...
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	$(GO) test -count=1 -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/

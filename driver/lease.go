@@ -335,7 +335,9 @@ func (l *Lease) campaign(ctx context.Context) (Token, error) {
 		if ctx.Err() != nil || errors.Is(err, adapters.ErrClosed) {
 			return Token{}, err
 		}
-		l.setWhy("cannot campaign for the lease: " + err.Error())
+		// An operator reads this on /status: say what a store without an answer means,
+		// whatever words the client library's error uses.
+		l.setWhy("cannot campaign for the lease (no answer from the store: quorum lost or unreachable?): " + err.Error())
 		l.log.Warn("cannot campaign for the lease; acting on nothing until the store answers", "err", err)
 		tm := time.NewTimer(max(l.opts.TTL/4, time.Millisecond))
 		select {

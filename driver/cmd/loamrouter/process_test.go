@@ -214,7 +214,7 @@ type status struct {
 }
 
 func getStatus(addr string) (status, error) {
-	c := http.Client{Timeout: 200 * time.Millisecond}
+	c := http.Client{Timeout: 10 * time.Second} // answers at once; generous for a loaded machine
 	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
 		return status{}, err
