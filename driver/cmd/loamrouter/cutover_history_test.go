@@ -14,6 +14,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/controller"
 )
 
 // TestFiledCutoverNeverRunsAgain: a controller that crashed while clearing a finished
@@ -31,11 +32,11 @@ func TestFiledCutoverNeverRunsAgain(t *testing.T) {
 	ref := adapters.DBRef{Namespace: "default", Database: "app"}
 	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
 	require.NoError(t, err)
-	req := cutoverRequest{Plan: cutoverPlanForTest(), By: "test", At: 1_700_000_000_000, From: 2}
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, req))
-	filed := cutoverResult{Request: req, Outcome: "finalized", Generation: 3, Ended: 1_700_000_100_000}
-	require.NoError(t, putJSON(t.Context(), st, cutoverHistoryKey(ref, req.From), 0, filed))
-	before, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	req := controller.CutoverRequest{Plan: cutoverPlanForTest(), By: "test", At: 1_700_000_000_000, From: 2}
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(ref), 0, req))
+	filed := controller.CutoverResult{Request: req, Outcome: "finalized", Generation: 3, Ended: 1_700_000_100_000}
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverHistoryKey(ref, req.From), 0, filed))
+	before, err := st.GetBlob(t.Context(), controller.CutoverHistoryKey(ref, req.From))
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
@@ -57,7 +58,7 @@ func TestFiledCutoverNeverRunsAgain(t *testing.T) {
 	// The request is cleared: the status shows the filed outcome again, not a cutover running.
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized" && !p.Running
 	}, 15*time.Second, 50*time.Millisecond)
 	stop()
@@ -67,9 +68,9 @@ func TestFiledCutoverNeverRunsAgain(t *testing.T) {
 	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
 	require.NoError(t, err)
 	defer st.Close()
-	_, err = st.GetBlob(t.Context(), cutoverRequestKey(ref))
+	_, err = st.GetBlob(t.Context(), controller.CutoverRequestKey(ref))
 	require.True(t, errors.Is(err, adapters.ErrNotFound), "the request is cleared (%v)", err)
-	after, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	after, err := st.GetBlob(t.Context(), controller.CutoverHistoryKey(ref, req.From))
 	require.NoError(t, err)
 	require.Equal(t, before.Data, after.Data, "the filed outcome is kept as it was")
 	w.mu.Lock()

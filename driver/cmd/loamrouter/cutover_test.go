@@ -19,6 +19,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/cutover"
@@ -213,7 +214,7 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		require.NoError(t, json.Unmarshal([]byte(out), &p))
 		return p.Current == "resume" && p.Steps[5].Commands >= 4 && p.Steps[5].Commands == countResumed(w)+1
 	}, 15*time.Second, 50*time.Millisecond)
@@ -235,7 +236,7 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized"
 	}, 15*time.Second, 50*time.Millisecond)
 
@@ -328,7 +329,7 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
 	require.NoError(t, err)
 	// The request is there before the controller even starts.
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, cutoverRequest{
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(ref), 0, controller.CutoverRequest{
 		Plan: cutoverPlanForTest(), By: "test", At: time.Now().UnixMilli(), From: 2}))
 	require.NoError(t, st.Close())
 
@@ -404,7 +405,7 @@ admin = "127.0.0.1:6401"
 	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, 0, reshardingRecord())
 	require.NoError(t, err)
 	orders := adapters.DBRef{Namespace: "default", Database: "orders"}
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(orders), 0, cutoverRequest{By: "test", From: 2}))
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(orders), 0, controller.CutoverRequest{By: "test", From: 2}))
 	require.NoError(t, st.Close())
 	w := newWorld()
 
@@ -416,9 +417,9 @@ admin = "127.0.0.1:6401"
 
 	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
 	require.NoError(t, err)
-	b, err := st.GetBlob(t.Context(), cutoverRequestKey(orders))
+	b, err := st.GetBlob(t.Context(), controller.CutoverRequestKey(orders))
 	require.NoError(t, err)
-	require.NoError(t, st.DeleteBlob(t.Context(), cutoverRequestKey(orders), b.Version))
+	require.NoError(t, st.DeleteBlob(t.Context(), controller.CutoverRequestKey(orders), b.Version))
 	require.NoError(t, st.Close())
 	out, _ = cliRun(t, w, "--config", conf, "cutover", "plan", "app")
 	require.Contains(t, out, "✓ instances: not shared")

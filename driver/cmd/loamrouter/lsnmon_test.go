@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/controller"
 )
 
 // serveInProcess runs `serve --config conf` in this process until the test ends, and waits
@@ -81,11 +83,11 @@ func scrape(t *testing.T, listen string) map[string]float64 {
 }
 
 // lsnStats runs `lsn stats --output json` against the daemon.
-func lsnStats(t *testing.T, conf string) lsnView {
+func lsnStats(t *testing.T, conf string) controller.LSNView {
 	t.Helper()
 	out, _, err := runSplit(t, "--config", conf, "lsn", "stats", "--output", "json")
 	require.NoError(t, err, out)
-	var v lsnView
+	var v controller.LSNView
 	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
 	return v
 }
@@ -101,7 +103,7 @@ func TestLSNMonitorUnreachableEndpoint(t *testing.T) {
 	conf := lsnConfig(t, dir, listen, closed)
 	serveInProcess(t, conf, listen)
 	_, port, _ := strings.Cut(closed, ":")
-	var v lsnView
+	var v controller.LSNView
 	require.Eventually(t, func() bool {
 		v = lsnStats(t, conf)
 		return len(v.Rows) == 1 && v.Rows[0].PollErrors >= 3

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/controller"
 )
 
 // TestUnixSocketListen: controller.listen = "unix:<path>" serves without a credential on a
@@ -47,7 +49,7 @@ func TestUnixSocketListen(t *testing.T) {
 	open := filepath.Join(dir, "open")
 	require.NoError(t, os.MkdirAll(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o777))
-	c := &cli{cfg: &Config{}}
+	c := &cli{cfg: &controller.Config{}}
 	_, err = c.listen("controller.listen", "unix:"+filepath.Join(open, "ctl.sock"), nil)
 	require.ErrorContains(t, err, "is writable by others")
 }

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -15,16 +15,22 @@ import (
 	"loam.dev/router/kernel/shardmap"
 )
 
-// fleet is what one database's machines act on: its router instances, the resharding
-// commands of those that can reshard, and the servers of its shards, opened when first
-// needed (a reshard brings new shards).
-type fleet struct {
-	routers    map[string]adapters.RouterInstance
-	resharders map[string]adapters.Resharder
-	// dial opens a shard's server.
-	dial func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error)
-	// vitess is vtctld, for a database routed by Vitess (nil otherwise).
-	vitess adapters.VitessControl
+// Fleet is what one database's machines act on: its router instances, the resharding
+// commands of those that can reshard, the servers of its shards (opened when first needed:
+// a reshard brings new shards) and where its rendered files go. An Opener builds one per
+// database when the controller starts leading; the controller closes it when it stops.
+type Fleet struct {
+	// Routers are the database's router instances by id (a ConfigPush reloads each).
+	Routers map[string]adapters.RouterInstance
+	// Resharders are the instances that can run a cutover's copy, by id.
+	Resharders map[string]adapters.Resharder
+	// Dial opens a shard's server (nil: the database has no shard access, and the
+	// in-doubt monitor, fences and failovers fail saying so).
+	Dial func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error)
+	// Vitess is vtctld, for a database routed by Vitess (nil otherwise).
+	Vitess adapters.VitessControl
+	// Target is where the rendered files go before every reload (nil: files_dir).
+	Target adapters.ConfigTarget
 
 	mu      sync.Mutex
 	known   map[string]shardmap.Backend // by driver.BackendKey, from every record seen
@@ -33,17 +39,18 @@ type fleet struct {
 	closers []func()
 }
 
-func newFleet() *fleet {
-	return &fleet{routers: map[string]adapters.RouterInstance{}, resharders: map[string]adapters.Resharder{},
+// NewFleet is an empty fleet to fill in.
+func NewFleet() *Fleet {
+	return &Fleet{Routers: map[string]adapters.RouterInstance{}, Resharders: map[string]adapters.Resharder{},
 		known: map[string]shardmap.Backend{}, byName: map[string]string{}, open: map[string]adapters.ShardBackend{}}
 }
 
-// learn records the shards of a record (its layout and, during a reshard, its target).
-func (f *fleet) learn(rec *shardmap.Record) {
+// Learn records the shards of a record (its layout and, during a reshard, its target).
+func (f *Fleet) Learn(rec *shardmap.Record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.byName = map[string]string{}
-	for _, l := range layouts(rec) {
+	for _, l := range Layouts(rec) {
 		for _, s := range l.Shards {
 			k := driver.BackendKey(s.Backend)
 			f.known[k] = s.Backend
@@ -52,8 +59,8 @@ func (f *fleet) learn(rec *shardmap.Record) {
 	}
 }
 
-// backend returns the server behind key, opening it on first use.
-func (f *fleet) backend(ctx context.Context, key string) (adapters.ShardBackend, error) {
+// Backend returns the server behind key (a driver.BackendKey), opening it on first use.
+func (f *Fleet) Backend(ctx context.Context, key string) (adapters.ShardBackend, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b, ok := f.open[key]; ok {
@@ -63,10 +70,10 @@ func (f *fleet) backend(ctx context.Context, key string) (adapters.ShardBackend,
 	if !ok {
 		return nil, fmt.Errorf("%w %s (in no record this controller has seen)", driver.ErrUnknownBackend, key)
 	}
-	if f.dial == nil {
+	if f.Dial == nil {
 		return nil, fmt.Errorf("shard %s: no Postgres access configured (set databases.shard_user)", key)
 	}
-	b, err := f.dial(ctx, be)
+	b, err := f.Dial(ctx, be)
 	if err != nil {
 		return nil, err
 	}
@@ -79,26 +86,34 @@ func (f *fleet) backend(ctx context.Context, key string) (adapters.ShardBackend,
 
 // backendLookup adapts backend to the executors' lookup functions; an open failure is
 // logged by the executor as an unknown backend, and tried again on the next command.
-func (f *fleet) backendLookup(ctx context.Context) func(string) (adapters.ShardBackend, bool) {
+func (f *Fleet) backendLookup(ctx context.Context) func(string) (adapters.ShardBackend, bool) {
 	return func(key string) (adapters.ShardBackend, bool) {
-		b, err := f.backend(ctx, key)
+		b, err := f.Backend(ctx, key)
 		return b, err == nil
 	}
 }
 
 // shardLister finds the backend of a shard by the latest record's shard name (the in-doubt
 // monitor names shards).
-func (f *fleet) shardLister(ctx context.Context) func(string) (driver.PreparedLister, bool) {
+func (f *Fleet) shardLister(ctx context.Context) func(string) (driver.PreparedLister, bool) {
 	return func(name string) (driver.PreparedLister, bool) {
 		f.mu.Lock()
 		key := f.byName[name]
 		f.mu.Unlock()
-		b, err := f.backend(ctx, key)
+		b, err := f.Backend(ctx, key)
 		return b, err == nil
 	}
 }
 
-func (f *fleet) close() {
+// OnClose runs fn when the fleet is closed (an opened router's connection).
+func (f *Fleet) OnClose(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closers = append(f.closers, fn)
+}
+
+// Close closes every shard server it opened and runs the OnClose functions.
+func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.closers {
@@ -108,8 +123,8 @@ func (f *fleet) close() {
 	f.open = map[string]adapters.ShardBackend{}
 }
 
-// layouts are the record's layout and, during a reshard, its target.
-func layouts(rec *shardmap.Record) []shardmap.Layout {
+// Layouts are the record's layout and, during a reshard, its target.
+func Layouts(rec *shardmap.Record) []shardmap.Layout {
 	ls := []shardmap.Layout{rec.Layout}
 	if rec.Target != nil {
 		ls = append(ls, *rec.Target)
@@ -117,32 +132,32 @@ func layouts(rec *shardmap.Record) []shardmap.Layout {
 	return ls
 }
 
-// opener opens a database's fleet.
-type opener func(ctx context.Context, dc *DatabaseConfig) (*fleet, error)
+// Opener opens a database's fleet.
+type Opener func(ctx context.Context, dc *DatabaseConfig) (*Fleet, error)
 
-// openFleet is the daemon's opener: PgDog admin databases for routers, Postgres for shards;
+// OpenFleet is the default Opener: PgDog admin databases for routers, Postgres for shards;
 // for a Vitess keyspace, vtctld and MySQL (vitess.go).
-func openFleet(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
-	f := newFleet()
+func OpenFleet(ctx context.Context, dc *DatabaseConfig) (*Fleet, error) {
+	f := NewFleet()
 	for _, rc := range dc.Routers {
 		inst, err := pgdog.New(pgdog.Config{ID: rc.ID, Admin: adminDSN(dc, rc), Dir: rc.ConfigDir, Database: dc.Name})
 		if err != nil {
-			f.close()
+			f.Close()
 			return nil, fmt.Errorf("databases %s router %s: %w", dc.Name, rc.ID, err)
 		}
-		f.routers[rc.ID], f.resharders[rc.ID] = inst, inst
+		f.Routers[rc.ID], f.Resharders[rc.ID] = inst, inst
 		f.closers = append(f.closers, func() { _ = inst.Close() })
 	}
 	if dc.Vitess != nil {
 		if err := openVitess(f, dc); err != nil {
-			f.close()
+			f.Close()
 			return nil, err
 		}
 		return f, nil
 	}
 	if dc.ShardUser != "" {
-		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
-			return dialShard(ctx, dc, b)
+		f.Dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+			return DialShard(ctx, dc, b)
 		}
 	}
 	return f, nil

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"crypto/tls"
@@ -102,7 +102,7 @@ func (e *EtcdStoreConfig) options() (etcdstore.Options, error) {
 }
 
 // openEtcd opens the store of [store.etcd].
-func openEtcd(e *EtcdStoreConfig) (*etcdstore.Store, error) {
+func OpenEtcd(e *EtcdStoreConfig) (*etcdstore.Store, error) {
 	o, err := e.options()
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func openEtcd(e *EtcdStoreConfig) (*etcdstore.Store, error) {
 
 // etcdURL parses --store etcd://host:port[,host:port...]: plain http on loopback, for
 // local clusters and tests; anything else needs [store.etcd] in loam.toml.
-func etcdURL(rest string) (*EtcdStoreConfig, error) {
+func EtcdURL(rest string) (*EtcdStoreConfig, error) {
 	e := &EtcdStoreConfig{}
 	for _, hp := range strings.Split(rest, ",") {
 		host, _, err := net.SplitHostPort(hp)

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"errors"
@@ -85,7 +85,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, "default", c.Databases[0].Namespace)
 	require.Equal(t, 45*time.Second, c.Databases[0].InDoubt.Period.Duration)
 	require.Equal(t, 20*time.Minute, c.Databases[0].InDoubt.StuckAfter.Duration)
-	require.Equal(t, 30*time.Second, c.Controller.DrainTimeout.Or(defaultDrain))
+	require.Equal(t, 30*time.Second, c.Controller.DrainTimeout.Or(DefaultDrainTimeout))
 	d, ok := c.Database(adapters.DBRef{Namespace: "default", Database: "app"})
 	require.True(t, ok)
 	require.Equal(t, "x", secret(d.AppPasswordEnv))
@@ -137,5 +137,5 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 	require.NoError(t, os.Chmod(path, 0o600))
 	c, err := ParseConfig("loam.toml", []byte(text))
 	require.NoError(t, err)
-	require.Equal(t, "0123456789abcdef0123", c.credentials()[0].Token, "the token is read trimmed")
+	require.Equal(t, "0123456789abcdef0123", c.AcceptedCredentials()[0].Token, "the token is read trimmed")
 }

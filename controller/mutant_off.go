@@ -1,5 +1,5 @@
 //go:build !loam_mutant_fresh
 
-package main
+package controller
 
 const freshStart = false

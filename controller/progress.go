@@ -1,8 +1,6 @@
-package main
+package controller
 
 import (
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +59,7 @@ func progressStep(stage string, reverse bool) string {
 }
 
 // stepProgress is one step of the bar.
-type stepProgress struct {
+type StepProgress struct {
 	Name     string `json:"name"`
 	State    string `json:"state"` // pending, running, done, failed
 	StartMS  int64  `json:"start_ms,omitempty"`
@@ -71,11 +69,11 @@ type stepProgress struct {
 }
 
 // cutoverProgress is what `cutover status` shows.
-type cutoverProgress struct {
+type CutoverProgress struct {
 	DB        string         `json:"db"`
 	Running   bool           `json:"running"`
 	From      uint64         `json:"from"`
-	Steps     []stepProgress `json:"steps"`
+	Steps     []StepProgress `json:"steps"`
 	Current   string         `json:"current,omitempty"`
 	ElapsedMS int64          `json:"elapsed_ms"`
 	StepMS    int64          `json:"step_elapsed_ms"`
@@ -99,10 +97,10 @@ type lagSample struct {
 
 // progressFromAudit derives the bar from the audit entries of one cutover (every exec and
 // result entry of machine "cutover" for the database, starting at its request).
-func progressFromAudit(db string, entries []driver.AuditEntry, threshold int64, now time.Time) cutoverProgress {
-	p := cutoverProgress{DB: db, LagBytes: -1, LagThreshold: threshold}
+func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, now time.Time) CutoverProgress {
+	p := CutoverProgress{DB: db, LagBytes: -1, LagThreshold: threshold}
 	for _, name := range cutoverSteps {
-		p.Steps = append(p.Steps, stepProgress{Name: name, State: "pending"})
+		p.Steps = append(p.Steps, StepProgress{Name: name, State: "pending"})
 	}
 	var samples []lagSample
 	var first int64
@@ -221,105 +219,4 @@ func detailInt(detail, key string) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// bar draws the step bar: one cell per step.
-func (p cutoverProgress) bar() string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for _, s := range p.Steps {
-		switch s.State {
-		case "done":
-			b.WriteString("█")
-		case "running":
-			b.WriteString("▶")
-		case "failed":
-			b.WriteString("✗")
-		default:
-			b.WriteString("·")
-		}
-	}
-	b.WriteByte(']')
-	return b.String()
-}
-
-func dur(ms int64) string {
-	return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String()
-}
-
-func bytesText(n int64) string {
-	switch {
-	case n < 0:
-		return "unknown"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-}
-
-// print writes the status for a terminal.
-func (p cutoverProgress) print(w io.Writer) {
-	done := 0
-	for _, s := range p.Steps {
-		if s.State == "done" {
-			done++
-		}
-	}
-	state := "running"
-	switch {
-	case p.Outcome != "":
-		state = p.Outcome
-	case !p.Running:
-		state = "not started"
-	}
-	fmt.Fprintf(w, "%s cutover %s %s %d/%d", p.DB, state, p.bar(), done, len(p.Steps))
-	if p.Current != "" {
-		fmt.Fprintf(w, "  at %s for %s, %s in all", p.Current, dur(p.StepMS), dur(p.ElapsedMS))
-	}
-	fmt.Fprintln(w)
-	for i, s := range p.Steps {
-		mark := "  "
-		switch s.State {
-		case "done":
-			mark = "✓ "
-		case "running":
-			mark = "▶ "
-		case "failed":
-			mark = "✗ "
-		}
-		line := fmt.Sprintf(" %s%d %-9s", mark, i+1, s.Name)
-		if s.State != "pending" {
-			end := s.EndMS
-			if end == 0 {
-				end = s.StartMS + p.StepMS
-			}
-			line += fmt.Sprintf(" %8s  %d commands", dur(end-s.StartMS), s.Commands)
-			if s.Failures > 0 {
-				line += fmt.Sprintf(", %d failed", s.Failures)
-			}
-		}
-		if s.Name == "copy" && p.LagBytes >= 0 {
-			line += fmt.Sprintf("  lag %s (threshold %s)", bytesText(p.LagBytes), bytesText(p.LagThreshold))
-			if p.RateBytesSec > 0 {
-				line += fmt.Sprintf(", falling %s/s", bytesText(int64(p.RateBytesSec)))
-			}
-			if p.ETAMS > 0 {
-				line += ", ETA " + dur(p.ETAMS)
-			}
-		}
-		fmt.Fprintln(w, line)
-	}
-	if p.Rollback {
-		fmt.Fprintln(w, " rolling back: the cutover failed before the point of no return")
-	}
-	if p.Reverse {
-		fmt.Fprintln(w, " reversing: steps 2–6 the other way, back to the source layout")
-	}
-	for _, a := range p.Alerts {
-		fmt.Fprintln(w, " alert:", a)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"bytes"
@@ -17,6 +17,13 @@ import (
 
 	"loam.dev/router/adapters"
 )
+
+// Store is what a controller works on: shard map records and blobs (snapshots, the lease,
+// requests, histories, the audit log).
+type Store interface {
+	adapters.ShardMapStore
+	adapters.BlobStore
+}
 
 // Config is loam.toml. Every field's toml name is what an operator writes; errors name the
 // key (controller.lease_ttl), its line, and what would be accepted.
@@ -451,12 +458,25 @@ func editDistance(a, b string) int {
 
 // Defaults.
 const (
-	defaultDataDir = "./loam-data"
-	defaultListen  = "127.0.0.1:9464"
-	defaultDrain   = 30 * time.Second
+	defaultDataDir      = "./loam-data"
+	defaultListen       = "127.0.0.1:9464"
+	DefaultDrainTimeout = 30 * time.Second
 	// defaultLeaseMaxTTL caps lease TTLs: six default TTLs.
 	defaultLeaseMaxTTL = 60 * time.Second
 )
+
+// Source is the file the config came from (for messages).
+func (c *Config) Source() string { return c.path }
+
+// Validate checks a config built in Go as ParseConfig checks loam.toml, and fills the
+// defaults in: a mistake is a *ConfigError naming the key and the fix. New validates its
+// copy itself.
+func (c *Config) Validate() error {
+	if c.path == "" {
+		c.path = "(config)"
+	}
+	return c.check()
+}
 
 // check validates values and fills defaults; errors name the key and the fix.
 func (c *Config) check() error {
@@ -584,7 +604,7 @@ func (c *Config) check() error {
 			return bad(at+".addrs", "give the Valkey/Redis addresses, e.g. addrs = [\"127.0.0.1:6379\"]")
 		}
 		if f.Pods != nil {
-			if msg := checkRoster(f.Pods); msg != "" {
+			if msg := CheckRoster(f.Pods); msg != "" {
 				return bad(at+".pods", "%s", msg)
 			}
 		}
@@ -710,4 +730,25 @@ func secret(env string) string {
 		return ""
 	}
 	return os.Getenv(env)
+}
+
+// checkRoster says what is wrong with a list of pod names ("" when nothing is).
+func CheckRoster(pods []string) string {
+	if len(pods) == 0 {
+		return "lists no pod; give the deployment's pod names, e.g. pods = [\"relay-0\", \"relay-1\"]"
+	}
+	seen := map[string]int{}
+	for i, p := range pods {
+		if strings.TrimSpace(p) == "" {
+			return fmt.Sprintf("name %d is empty; give each pod's name as the deploy system names it", i)
+		}
+		if strings.ContainsAny(p, ", \t\n") {
+			return fmt.Sprintf("%q is not a pod name (no commas or spaces)", p)
+		}
+		if j, dup := seen[p]; dup {
+			return fmt.Sprintf("%q is listed twice (names %d and %d); list each pod once", p, j, i)
+		}
+		seen[p] = i
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func (v *VitessConfig) tls() (*tls.Config, error) {
 
 // openVitess gives the fleet of a Vitess-routed database its vtctld client and, with
 // shard_user, MySQL access to the shards' servers.
-func openVitess(f *fleet, dc *DatabaseConfig) error {
+func openVitess(f *Fleet, dc *DatabaseConfig) error {
 	tc, err := dc.Vitess.tls()
 	if err != nil {
 		return fmt.Errorf("databases %s: %w", dc.Name, err)
@@ -96,10 +96,10 @@ func openVitess(f *fleet, dc *DatabaseConfig) error {
 	if err != nil {
 		return fmt.Errorf("databases %s: %w", dc.Name, err)
 	}
-	f.vitess = c
+	f.Vitess = c
 	f.closers = append(f.closers, func() { _ = c.Close() })
 	if dc.ShardUser != "" {
-		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+		f.Dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
 			return mysqladapter.Open(ctx, mysqlDSN(dc, b), mysqladapter.Options{})
 		}
 	}

@@ -1,19 +1,16 @@
-package main
+package controller
 
 import (
-	"net/http"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"loam.dev/router/driver"
 )
 
-// metrics are the daemon's Prometheus series, in a registry of its own.
+// metrics are the controller's Prometheus series, registered with the embedder's
+// Registerer (the daemon's registry, which adds the Go and process collectors).
 type metrics struct {
-	reg *prometheus.Registry
-
 	routerGeneration *prometheus.GaugeVec     // db, instance
 	pushDuration     *prometheus.HistogramVec // db, result
 	cutoverStep      *prometheus.GaugeVec     // db, step: 1 for the current step
@@ -26,8 +23,8 @@ type metrics struct {
 	auditFailures    prometheus.CounterFunc
 }
 
-func newMetrics(auditFailures func() float64) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+func newMetrics(reg prometheus.Registerer, auditFailures func() float64) (*metrics, error) {
+	m := &metrics{}
 	m.routerGeneration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "loam_router_generation", Help: "Routing generation each router instance was last confirmed (or reloaded) at.",
 	}, []string{"db", "instance"})
@@ -60,14 +57,13 @@ func newMetrics(auditFailures func() float64) *metrics {
 	m.auditFailures = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "loam_audit_write_failures_total", Help: "Audit entries that could not be written.",
 	}, auditFailures)
-	m.reg.MustRegister(m.routerGeneration, m.pushDuration, m.cutoverStep, m.cutoverStepTime, m.indoubtCount,
-		m.indoubtOldest, m.leader, m.leaseEpoch, m.steps, m.auditFailures,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
-}
-
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	for _, c := range []prometheus.Collector{m.routerGeneration, m.pushDuration, m.cutoverStep, m.cutoverStepTime, m.indoubtCount,
+		m.indoubtOldest, m.leader, m.leaseEpoch, m.steps, m.auditFailures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("controller metrics: %w (one Registerer per controller, or wrap it with prometheus.WrapRegistererWith)", err)
+		}
+	}
+	return m, nil
 }
 
 func (m *metrics) step(machine string, e driver.AuditEntry) {

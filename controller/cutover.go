@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -24,14 +24,14 @@ import (
 // history and removes the request; a controller that takes over finds the request and the
 // machine's snapshot and resumes.
 
-func cutoverRequestKey(ref adapters.DBRef) string  { return "request/cutover/" + ref.String() }
-func cutoverDecisionKey(ref adapters.DBRef) string { return "request/cutover-decision/" + ref.String() }
-func cutoverHistoryKey(ref adapters.DBRef, gen uint64) string {
+func CutoverRequestKey(ref adapters.DBRef) string  { return "request/cutover/" + ref.String() }
+func CutoverDecisionKey(ref adapters.DBRef) string { return "request/cutover-decision/" + ref.String() }
+func CutoverHistoryKey(ref adapters.DBRef, gen uint64) string {
 	return fmt.Sprintf("history/cutover/%s/%020d", ref, gen)
 }
 
 // cutoverRequest is what `cutover start` stores.
-type cutoverRequest struct {
+type CutoverRequest struct {
 	Plan cutover.Plan `json:"plan"`
 	By   string       `json:"by"`
 	At   int64        `json:"at"`
@@ -40,15 +40,15 @@ type cutoverRequest struct {
 }
 
 // cutoverDecision is what `cutover finalize` and `cutover rollback` store.
-type cutoverDecision struct {
+type CutoverDecision struct {
 	Decision string `json:"decision"` // finalize or reverse
 	By       string `json:"by"`
 	At       int64  `json:"at"`
 }
 
 // cutoverResult is a finished cutover, kept in the history.
-type cutoverResult struct {
-	Request    cutoverRequest `json:"request"`
+type CutoverResult struct {
+	Request    CutoverRequest `json:"request"`
 	Outcome    string         `json:"outcome"`
 	Generation uint64         `json:"generation"`
 	Reason     string         `json:"reason,omitempty"`
@@ -58,7 +58,7 @@ type cutoverResult struct {
 	Ended      int64          `json:"ended"`
 }
 
-func getJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, uint64, error) {
+func GetJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, uint64, error) {
 	var v T
 	b, err := s.GetBlob(ctx, key)
 	if err != nil {
@@ -72,13 +72,13 @@ func getJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, u
 
 // runCutovers looks for a cutover request of the database and runs it, until ctx ends or
 // the daemon drains.
-func (d *daemon) runCutovers(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, log *slog.Logger) {
+func (d *Controller) runCutovers(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, log *slog.Logger) {
 	poll := d.poll
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
 	for {
-		req, _, err := getJSON[cutoverRequest](ctx, d.store, cutoverRequestKey(ref))
+		req, _, err := GetJSON[CutoverRequest](ctx, d.store, CutoverRequestKey(ref))
 		switch {
 		case err == nil:
 			d.runCutover(ctx, dc, ref, f, req, log.With("machine", "cutover"))
@@ -97,7 +97,7 @@ func (d *daemon) runCutovers(ctx context.Context, dc *DatabaseConfig, ref adapte
 
 // runCutover runs (or resumes) one requested cutover to its end, then files it in the
 // history.
-func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, req cutoverRequest, log *slog.Logger) {
+func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, req CutoverRequest, log *slog.Logger) {
 	snapKey := driver.SnapshotKey("cutover", ref.String())
 	var start []cutover.Input
 	if b, err := d.store.GetBlob(ctx, snapKey); err == nil {
@@ -115,13 +115,13 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 		// No snapshot: a fresh start, unless this very request already ran and was filed
 		// (a crash between removing the snapshot and removing the request). A cutover
 		// that ended is never run again.
-		switch h, _, err := getJSON[cutoverResult](ctx, d.store, cutoverHistoryKey(ref, req.From)); {
+		switch h, _, err := GetJSON[CutoverResult](ctx, d.store, CutoverHistoryKey(ref, req.From)); {
 		case err == nil && sameRequest(h.Request, req):
 			log.Info("the cutover had ended and was filed; clearing its request", "outcome", h.Outcome, "generation", h.Generation)
 			d.clearCutover(ctx, ref, log)
 			return
 		case err != nil && !errors.Is(err, adapters.ErrNotFound):
-			log.Error("cannot read the cutover history; not starting the cutover until it can be (a filed cutover is never run again)", "key", cutoverHistoryKey(ref, req.From), "err", err)
+			log.Error("cannot read the cutover history; not starting the cutover until it can be (a filed cutover is never run again)", "key", CutoverHistoryKey(ref, req.From), "err", err)
 			return
 		}
 		rec, err := d.store.Read(ctx, ref)
@@ -147,10 +147,10 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 	var once sync.Once
 	finished := make(chan struct{})
 	exec := &driver.CutoverExecutor{
-		DB: ref, Store: d.guarded, Target: d.target(dc),
-		Render:    func(r *shardmap.Record) (render.Files, error) { return renderFiles(r, dc) },
-		Instance:  driver.Lookup(f.routers),
-		Resharder: driver.Lookup(f.resharders),
+		DB: ref, Store: d.guarded, Target: d.target(dc, f),
+		Render:    func(r *shardmap.Record) (render.Files, error) { return RenderFiles(r, dc) },
+		Instance:  driver.Lookup(f.Routers),
+		Resharder: driver.Lookup(f.Resharders),
 		Backend:   f.backendLookup(ctx),
 		Logger:    log,
 		OnDone: func(c cutover.Done) {
@@ -192,7 +192,7 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			dec, _, err := getJSON[cutoverDecision](ctx, d.store, cutoverDecisionKey(ref))
+			dec, _, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
 			if err == nil {
 				var in cutover.Input = cutover.Finalize{}
 				if dec.Decision == "reverse" {
@@ -240,11 +240,11 @@ func (d *daemon) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapter
 // pushEnded waits until ConfigPush has finished pushing generation gen (or a newer one), so
 // that no reload of it is still in flight or due for a retry. It returns false if ctx ends
 // or the daemon drains first.
-func (d *daemon) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint64, log *slog.Logger) bool {
+func (d *Controller) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint64, log *slog.Logger) bool {
 	key := driver.SnapshotKey("configpush", ref.String())
 	since := time.Now()
 	for {
-		s, _, err := getJSON[configpush.Snapshot](ctx, d.store, key)
+		s, _, err := GetJSON[configpush.Snapshot](ctx, d.store, key)
 		if err == nil && s.Push != nil && (s.Push.Generation > gen || s.Push.Generation == gen && s.Push.Done) {
 			return true
 		}
@@ -264,11 +264,11 @@ func (d *daemon) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint64, 
 
 // fileCutover moves an ended cutover to the history and clears the request, so the next
 // request starts a new machine.
-func (d *daemon) fileCutover(ctx context.Context, ref adapters.DBRef, req cutoverRequest, done cutover.Done, log *slog.Logger) {
-	res := cutoverResult{Request: req, Outcome: done.Outcome.String(), Generation: done.Generation, Reason: done.Reason,
+func (d *Controller) fileCutover(ctx context.Context, ref adapters.DBRef, req CutoverRequest, done cutover.Done, log *slog.Logger) {
+	res := CutoverResult{Request: req, Outcome: done.Outcome.String(), Generation: done.Generation, Reason: done.Reason,
 		Missed: done.Missed, Lagging: done.Lagging, Unresumed: done.Unresumed, Ended: time.Now().UnixMilli()}
 	data, _ := json.Marshal(res)
-	if _, err := d.guarded.PutBlob(ctx, cutoverHistoryKey(ref, req.From), 0, data); err != nil && !errors.Is(err, adapters.ErrConflict) {
+	if _, err := d.guarded.PutBlob(ctx, CutoverHistoryKey(ref, req.From), 0, data); err != nil && !errors.Is(err, adapters.ErrConflict) {
 		log.Error("filing the cutover failed; will try again", "err", err)
 		return
 	}
@@ -283,8 +283,8 @@ func (d *daemon) fileCutover(ctx context.Context, ref adapters.DBRef, req cutove
 // clearCutover removes a filed cutover's snapshot, decision and request, in that order: the
 // request goes last, so a crash in between leaves a request that runCutover finds filed in
 // the history and clears without running it again.
-func (d *daemon) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog.Logger) bool {
-	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), cutoverDecisionKey(ref), cutoverRequestKey(ref)} {
+func (d *Controller) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog.Logger) bool {
+	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), CutoverDecisionKey(ref), CutoverRequestKey(ref)} {
 		if b, err := d.store.GetBlob(ctx, key); err == nil {
 			if err := d.guarded.DeleteBlob(ctx, key, b.Version); err != nil {
 				log.Error("clearing the finished cutover failed; will try again", "key", key, "err", err)
@@ -297,7 +297,7 @@ func (d *daemon) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog
 
 // sameRequest reports whether the history's request is req (another cutover from the same
 // generation, after a rollback, is a new request).
-func sameRequest(a, b cutoverRequest) bool {
+func sameRequest(a, b CutoverRequest) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestRetention(t *testing.T) {
 	for g := 1; g <= 3; g++ {
 		put(fmt.Sprintf("history/cutover/default/app/%020d", g))
 	}
-	prune(ctx, st, cfg.Retention, now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	Prune(ctx, st, cfg.Retention, now, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{})
 	require.NoError(t, err)
 	require.Len(t, entries, 2)

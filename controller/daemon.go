@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -18,28 +18,9 @@ import (
 	"loam.dev/router/machine/indoubt"
 )
 
-// daemon is one `loamrouter serve` process: it stands by until it holds the lease, then
-// runs every configured database's machines until it loses the lease, is drained or is
-// stopped.
-type daemon struct {
-	cfg     *Config
-	log     *slog.Logger
-	store   Store
-	lease   *driver.Lease
-	guarded driver.GuardedStore
-	audit   *driver.Audit
-	m       *metrics
-	alerts  driver.AlertSink
-	drain   <-chan struct{}
-	// open reaches a database's routers and shards.
-	open opener
-	// poll is how often requests (cutover, failover) are looked for (default 500ms).
-	poll time.Duration
-}
+func (d *Controller) token() driver.Token { t, _ := d.lease.Valid(); return t }
 
-func (d *daemon) token() driver.Token { t, _ := d.lease.Valid(); return t }
-
-func (d *daemon) draining() bool {
+func (d *Controller) draining() bool {
 	select {
 	case <-d.drain:
 		return true
@@ -48,8 +29,12 @@ func (d *daemon) draining() bool {
 	}
 }
 
-// run is the controller's life: stand by, lead, and again after a lost lease.
-func (d *daemon) run(ctx context.Context) error {
+// Run is the controller's life: stand by until it holds the lease, run every configured
+// database's machines while it does, and stand by again after losing it. It returns nil
+// once drained (Drain) and the lease released, or ctx's error when ctx ends first (a
+// hard stop: commands in flight are cut off, each machine resumes from its snapshot under
+// the next leader).
+func (d *Controller) Run(ctx context.Context) error {
 	for {
 		actx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(ctx, cancel)
@@ -88,7 +73,7 @@ func (d *daemon) run(ctx context.Context) error {
 }
 
 // lead runs every database while the lease is held.
-func (d *daemon) lead(ctx context.Context, tok driver.Token) error {
+func (d *Controller) lead(ctx context.Context, tok driver.Token) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	held := make(chan error, 1)
@@ -117,7 +102,7 @@ func (d *daemon) lead(ctx context.Context, tok driver.Token) error {
 
 // runDatabase runs one database's machines: ConfigPush fed by a watch of the record, and
 // the in-doubt monitor. It returns when ctx ends or the drain finishes.
-func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
+func (d *Controller) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 	ref := adapters.DBRef{Namespace: dc.Namespace, Database: dc.Name}
 	log := d.log.With("db", ref.String())
 	rec, err := d.watchUntilDrained(ctx, ref, 0)
@@ -127,7 +112,7 @@ func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 		}
 		return
 	}
-	var f *fleet
+	var f *Fleet
 	for {
 		if f, err = d.open(ctx, dc); err == nil {
 			break
@@ -137,8 +122,8 @@ func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 			return
 		}
 	}
-	defer f.close()
-	f.learn(rec)
+	defer f.Close()
+	f.Learn(rec)
 	// machines consume pushes and tracks; senders feed them and stop first, so the
 	// channels are closed only when nobody can send any more.
 	var machines, senders sync.WaitGroup
@@ -175,17 +160,17 @@ func (d *daemon) runDatabase(ctx context.Context, dc *DatabaseConfig) {
 
 // watch turns every new version of the record into a Push (when routing may change and no
 // cutover owns the routers) and a Track (when the shard set changes).
-func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, rec *shardmap.Record, f *fleet,
+func (d *Controller) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, rec *shardmap.Record, f *Fleet,
 	pushes chan<- configpush.Input, tracks chan<- indoubt.Input, monitor bool, log *slog.Logger) {
 	var shards []string
 	for {
-		f.learn(rec)
+		f.Learn(rec)
 		if rec.State.Phase == shardmap.CuttingOver {
 			log.Debug("a cutover owns the routers; not pushing", "version", rec.Version, "gen", rec.Generation)
-		} else if files, err := renderFiles(rec, dc); err != nil {
+		} else if files, err := RenderFiles(rec, dc); err != nil {
 			log.Error("cannot render the routers' files; not pushing this generation", "gen", rec.Generation, "err", err)
 		} else {
-			ids := routerIDs(dc)
+			ids := dc.RouterIDs()
 			select {
 			case pushes <- configpush.Push{Record: rec, Generation: rec.Generation, Files: files, Instances: ids}:
 			case <-ctx.Done():
@@ -220,7 +205,7 @@ func (d *daemon) watch(ctx context.Context, dc *DatabaseConfig, ref adapters.DBR
 }
 
 // watchUntilDrained is the store's Watch, ended by a drain too.
-func (d *daemon) watchUntilDrained(ctx context.Context, ref adapters.DBRef, after uint64) (*shardmap.Record, error) {
+func (d *Controller) watchUntilDrained(ctx context.Context, ref adapters.DBRef, after uint64) (*shardmap.Record, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -233,7 +218,8 @@ func (d *daemon) watchUntilDrained(ctx context.Context, ref adapters.DBRef, afte
 	return d.store.Watch(wctx, ref, after)
 }
 
-func routerIDs(dc *DatabaseConfig) []string {
+// RouterIDs are the ids of the database's routers, in config order.
+func (dc *DatabaseConfig) RouterIDs() []string {
 	ids := make([]string, 0, len(dc.Routers))
 	for _, r := range dc.Routers {
 		ids = append(ids, r.ID)
@@ -272,7 +258,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // keepRunning runs one machine's driver.Run again after an error (a store that was down, a
 // snapshot save that conflicted) with backoff, until ctx ends or it is drained.
-func (d *daemon) keepRunning(ctx context.Context, log *slog.Logger, name string, run func() error) {
+func (d *Controller) keepRunning(ctx context.Context, log *slog.Logger, name string, run func() error) {
 	wait := time.Second
 	for {
 		err := run()
@@ -296,7 +282,7 @@ func (d *daemon) keepRunning(ctx context.Context, log *slog.Logger, name string,
 	}
 }
 
-func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, pushes <-chan configpush.Input, log *slog.Logger) {
+func (d *Controller) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, pushes <-chan configpush.Input, log *slog.Logger) {
 	var mu sync.Mutex
 	started := map[uint64]time.Time{}
 	// Pushes pass through here so their start times are known for the duration metric.
@@ -319,8 +305,8 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 		}
 	}()
 	exec := &driver.ConfigPushExecutor{
-		Target:   d.target(dc),
-		Instance: driver.Lookup(f.routers),
+		Target:   d.target(dc, f),
+		Instance: driver.Lookup(f.Routers),
 		Logger:   log,
 		OnOutcome: func(o configpush.Outcome) {
 			mu.Lock()
@@ -360,19 +346,23 @@ func (d *daemon) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref adap
 
 // rerender renders the files of the database's record now (a restored push's files, which
 // its snapshot does not keep).
-func (d *daemon) rerender(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef) driver.Rerender {
+func (d *Controller) rerender(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef) driver.Rerender {
 	return func() (*shardmap.Record, render.Files, error) {
 		rec, err := d.store.Read(ctx, ref)
 		if err != nil {
 			return nil, nil, err
 		}
-		files, err := renderFiles(rec, dc)
+		files, err := RenderFiles(rec, dc)
 		return rec, files, err
 	}
 }
 
-// target is where a database's files go: a directory laid out as a mounted ConfigMap.
-func (d *daemon) target(dc *DatabaseConfig) adapters.ConfigTarget {
+// target is where a database's files go: the fleet's own target when its opener gave one,
+// else files_dir, a directory laid out as a mounted ConfigMap.
+func (d *Controller) target(dc *DatabaseConfig, f *Fleet) adapters.ConfigTarget {
+	if f.Target != nil {
+		return f.Target
+	}
 	if dc.FilesDir == "" {
 		return noFiles{"no files_dir configured for this database: set databases.files_dir to where the routers read their files"}
 	}
@@ -388,7 +378,7 @@ type noFiles struct{ why string }
 
 func (n noFiles) WriteFiles(context.Context, uint64, render.Files) error { return errors.New(n.why) }
 
-func (d *daemon) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *fleet, tracks <-chan indoubt.Input, log *slog.Logger) {
+func (d *Controller) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, tracks <-chan indoubt.Input, log *slog.Logger) {
 	var roster staticRoster
 	for _, r := range dc.Routers {
 		if r.NodeID != "" {

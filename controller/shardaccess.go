@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -109,14 +109,14 @@ func (s ShardsConfig) check(dbs []DatabaseConfig, bad func(key, format string, a
 	return nil
 }
 
-// dialShard opens a shard's server as shard_user: only a host the allow-list permits (any
+// DialShard opens a shard's server as shard_user: only a host the allow-list permits (any
 // host for an insecure database with no list), and only over verified TLS unless insecure.
-func dialShard(ctx context.Context, dc *DatabaseConfig, b shardmap.Backend) (adapters.ShardBackend, error) {
+func DialShard(ctx context.Context, dc *DatabaseConfig, b shardmap.Backend) (adapters.ShardBackend, error) {
 	if !(dc.Insecure && dc.shardAllow.empty()) && !dc.shardAllow.permits(b.Host) {
-		return nil, fmt.Errorf("shard %s:%d: %w: the host is not in shards.allow of loam.toml; add it (or its CIDR) if the controller may log into it", b.Host, b.Port, errHostNotAllowed)
+		return nil, fmt.Errorf("shard %s:%d: %w: the host is not in shards.allow of loam.toml; add it (or its CIDR) if the controller may log into it", b.Host, b.Port, ErrHostNotAllowed)
 	}
 	return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{Insecure: dc.Insecure})
 }
 
 // errHostNotAllowed: a record names a shard host the allow-list does not permit.
-var errHostNotAllowed = errors.New("refusing to log into a shard host not allowed")
+var ErrHostNotAllowed = errors.New("refusing to log into a shard host not allowed")

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // endpoint's history exactly as a router's selector would. It shows the stats_pgsql_lsn
 // view on /status and exports it to Prometheus. Every daemon runs its own, leader or not:
 // the view is a process's, as a proxy's is.
-type lsnMonitor struct {
+type LSNMonitor struct {
 	cfg LSNConfig
 	sel *postgres.CausalSelector
 	log *slog.Logger
@@ -41,11 +41,11 @@ type pollErrors struct {
 const pollErrorLogEvery = 30 * time.Second
 
 // startLSNMonitor starts polling every endpoint; nil when [lsn] lists none or is disabled.
-func startLSNMonitor(cfg LSNConfig, log *slog.Logger) (*lsnMonitor, error) {
+func StartLSNMonitor(cfg LSNConfig, log *slog.Logger) (*LSNMonitor, error) {
 	if !cfg.On() {
 		return nil, nil
 	}
-	m := &lsnMonitor{cfg: cfg, log: log, errs: map[lsn.Endpoint]*pollErrors{}}
+	m := &LSNMonitor{cfg: cfg, log: log, errs: map[lsn.Endpoint]*pollErrors{}}
 	m.sel = postgres.NewCausalSelector(postgres.CausalConfig{
 		Poll:        postgres.LSNPollConfig{Interval: cfg.Interval.Duration, Timeout: cfg.Timeout.Duration, History: cfg.History.Duration},
 		OnPollError: m.pollFailed,
@@ -66,7 +66,7 @@ func startLSNMonitor(cfg LSNConfig, log *slog.Logger) (*lsnMonitor, error) {
 	return m, nil
 }
 
-func (m *lsnMonitor) pollFailed(ep lsn.Endpoint, err error) {
+func (m *LSNMonitor) pollFailed(ep lsn.Endpoint, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.errs[ep]
@@ -85,19 +85,20 @@ func (m *lsnMonitor) pollFailed(ep lsn.Endpoint, err error) {
 }
 
 // close stops the pollers.
-func (m *lsnMonitor) close() { m.sel.Close() }
+// Close stops every poller.
+func (m *LSNMonitor) Close() { m.sel.Close() }
 
 // lsnView is the view as /status and `lsn stats --output json` give it.
-type lsnView struct {
+type LSNView struct {
 	IntervalMS int64    `json:"interval_ms"`
 	TimeoutMS  int64    `json:"timeout_ms"`
 	HistoryMS  int64    `json:"history_ms"`
-	Rows       []lsnRow `json:"rows"`
+	Rows       []LSNRow `json:"rows"`
 }
 
 // lsnRow is one physical endpoint: the view's hostname, port and lsn (null while unknown
 // or withdrawn), and what the monitor retains and saw.
-type lsnRow struct {
+type LSNRow struct {
 	Hostname string  `json:"hostname"`
 	Port     int     `json:"port"`
 	LSN      *string `json:"lsn"`
@@ -112,8 +113,17 @@ type lsnRow struct {
 
 // view is one row per configured endpoint, in the view's order (host, then port); an
 // endpoint not polled yet has no position.
-func (m *lsnMonitor) view() lsnView {
-	v := lsnView{IntervalMS: m.cfg.Interval.Milliseconds(), TimeoutMS: m.cfg.Timeout.Milliseconds(), HistoryMS: m.cfg.History.Milliseconds()}
+// View is the stats_pgsql_lsn view now (nil for a nil monitor: none runs).
+func (m *LSNMonitor) View() *LSNView {
+	if m == nil {
+		return nil
+	}
+	v := m.view()
+	return &v
+}
+
+func (m *LSNMonitor) view() LSNView {
+	v := LSNView{IntervalMS: m.cfg.Interval.Milliseconds(), TimeoutMS: m.cfg.Timeout.Milliseconds(), HistoryMS: m.cfg.History.Milliseconds()}
 	stats := map[lsn.Endpoint]postgres.MonitorRow{}
 	for _, r := range m.sel.MonitorStats() {
 		stats[r.Endpoint] = r
@@ -126,7 +136,7 @@ func (m *lsnMonitor) view() lsnView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, ep := range eps {
-		row := lsnRow{Hostname: ep.Host, Port: int(ep.Port)}
+		row := LSNRow{Hostname: ep.Host, Port: int(ep.Port)}
 		if r, ok := stats[ep]; ok {
 			row.Samples, row.Bytes = r.Samples, r.Bytes
 			age := r.Age.Milliseconds()
@@ -165,14 +175,14 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (m *lsnMonitor) Describe(ch chan<- *prometheus.Desc) {
+func (m *LSNMonitor) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{lsnPositionDesc, lsnKnownDesc, lsnSamplesDesc, lsnBytesDesc, lsnAgeDesc, lsnErrorsDesc} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *lsnMonitor) Collect(ch chan<- prometheus.Metric) {
+func (m *LSNMonitor) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range m.view().Rows {
 		labels := []string{r.Hostname, fmt.Sprint(r.Port)}
 		known := 0.0

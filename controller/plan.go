@@ -1,11 +1,10 @@
-package main
+package controller
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -29,35 +28,22 @@ type check struct {
 
 // planReport is `cutover plan`'s answer: every precondition, checked without changing
 // anything.
-type planReport struct {
+type PlanReport struct {
 	DB     string       `json:"db"`
 	Plan   cutover.Plan `json:"plan"`
 	Checks []check      `json:"checks"`
 	OK     bool         `json:"ok"`
 }
 
-func (r *planReport) add(name, status, format string, a ...any) {
+func (r *PlanReport) add(name, status, format string, a ...any) {
 	r.Checks = append(r.Checks, check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
-}
-
-func (r *planReport) print(w io.Writer) {
-	fmt.Fprintf(w, "cutover plan for %s (designated %s, %d instances, role %s)\n", r.DB, r.Plan.Designated, len(r.Plan.Instances), r.Plan.Role)
-	for _, c := range r.Checks {
-		mark := map[string]string{"ok": "✓", "warn": "!", "fail": "✗"}[c.Status]
-		fmt.Fprintf(w, " %s %-28s %s\n", mark, c.Name, c.Detail)
-	}
-	if r.OK {
-		fmt.Fprintln(w, "every precondition holds; nothing was changed. Start it with `loamrouter cutover start "+strings.TrimPrefix(r.DB, "default/")+"`.")
-	} else {
-		fmt.Fprintln(w, "some preconditions fail (✗); nothing was changed.")
-	}
 }
 
 // planCutover checks every precondition of a cutover of rec under plan, reading only.
 // others are the other configured databases, whose running cutovers may share PgDog
 // instances with this one.
-func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardmap.Record, plan cutover.Plan, dc *DatabaseConfig, others []DatabaseConfig, f *fleet) *planReport {
-	r := &planReport{DB: ref.String(), Plan: plan}
+func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardmap.Record, plan cutover.Plan, dc *DatabaseConfig, others []DatabaseConfig, f *Fleet) *PlanReport {
+	r := &PlanReport{DB: ref.String(), Plan: plan}
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
 
 	// The record is ready: resharding towards a target, ConfigPush done with generation g.
@@ -102,7 +88,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 		r.add("fence: role", "fail", "the fenced role %s is also schema_admin, the login PgDog's COPY_DATA and its streams use: fencing it on both layouts would stop the copy and the stream back; give COPY_DATA a login of its own (schema_admin)", plan.Role)
 	}
 	// Nothing else is cutting this database over.
-	if _, err := st.GetBlob(ctx, cutoverRequestKey(ref)); err == nil {
+	if _, err := st.GetBlob(ctx, CutoverRequestKey(ref)); err == nil {
 		r.add("no cutover running", "fail", "a cutover of %s is already requested (see `cutover status`)", ref)
 	} else if !errors.Is(err, adapters.ErrNotFound) {
 		r.add("no cutover running", "fail", "cannot read the requests: %v", err)
@@ -122,7 +108,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 			if !slices.ContainsFunc(o.Routers, func(r RouterConfig) bool { return r.Admin == ours.Admin }) {
 				continue
 			}
-			if _, err := st.GetBlob(ctx, cutoverRequestKey(oref)); err == nil {
+			if _, err := st.GetBlob(ctx, CutoverRequestKey(oref)); err == nil {
 				shared = true
 				r.add("instances: "+ours.ID, "fail", "PgDog instance %s (%s) also serves %s, whose cutover is running: one cutover per PgDog instance at a time (its tasks are listed with ours); wait for `cutover status %s`", ours.ID, ours.Admin, oref, o.Name)
 			}
@@ -148,7 +134,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	}
 	// Every instance answers, at the record's generation.
 	for _, id := range plan.Instances {
-		inst, ok := f.routers[id]
+		inst, ok := f.Routers[id]
 		if !ok {
 			r.add("instance "+id, "fail", "not among the database's routers in the config")
 			continue
@@ -170,7 +156,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 		}
 	}
 	// The designated instance can reshard, and is not busy.
-	if rs, ok := f.resharders[plan.Designated]; !ok {
+	if rs, ok := f.Resharders[plan.Designated]; !ok {
 		r.add("designated resharder", "fail", "%s has no resharding commands (COPY_DATA/CUTOVER)", plan.Designated)
 	} else {
 		cctx, cancel := call()
@@ -198,7 +184,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 		}
 		for _, s := range l.Shards {
 			name := side + " " + s.Name
-			b, err := f.backend(ctx, driver.BackendKey(s.Backend))
+			b, err := f.Backend(ctx, driver.BackendKey(s.Backend))
 			if err != nil {
 				r.add(name, "fail", "%v", err)
 				continue
@@ -228,7 +214,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	}
 	// Rollback would work: d can be put back on generation g's files, the files can be
 	// written, and the sources can be unfenced (reached with the controller's login, above).
-	if files, err := renderFiles(rec, dc); err != nil {
+	if files, err := RenderFiles(rec, dc); err != nil {
 		r.add("rollback: files of g", "fail", "generation %d does not render, so d could not be reloaded from it: %v", rec.Generation, err)
 	} else if _, ok := files.Get(render.PgDogConfigFile); !ok {
 		r.add("rollback: files of g", "fail", "generation %d renders no %s", rec.Generation, render.PgDogConfigFile)
@@ -242,7 +228,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	} else {
 		r.add("rollback: files_dir", "ok", "%s is writable", dc.FilesDir)
 	}
-	if _, ok := f.routers[plan.Designated]; ok {
+	if _, ok := f.Routers[plan.Designated]; ok {
 		r.add("rollback: reload d", "ok", "%s is reachable to be reloaded from generation %d's files", plan.Designated, rec.Generation)
 	}
 	r.OK = true

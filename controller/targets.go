@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 	"loam.dev/router/machine/indoubt"
 )
 
-// fileAlerts appends every alert delivery to a JSON-lines file: a raise is an upsert by id
+// FileAlerts appends every alert delivery to a JSON-lines file: a raise is an upsert by id
 // and a repeated step is the same request, so a reader keeps the last line per id.
-type fileAlerts struct {
-	path string
+type FileAlerts struct {
+	Path string
 	mu   sync.Mutex
 }
 
-type alertLine struct {
+type AlertLine struct {
 	At     int64          `json:"at"`
 	Op     string         `json:"op"` // raise or clear
 	Step   string         `json:"step"`
@@ -30,7 +30,7 @@ type alertLine struct {
 	Reason string         `json:"reason,omitempty"`
 }
 
-func (f *fileAlerts) append(l alertLine) error {
+func (f *FileAlerts) append(l AlertLine) error {
 	l.At = time.Now().UnixMilli()
 	data, err := json.Marshal(l)
 	if err != nil {
@@ -38,9 +38,9 @@ func (f *fileAlerts) append(l alertLine) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	file, err := os.OpenFile(f.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("alerts.path %s: %w", f.path, err)
+		return fmt.Errorf("alerts.path %s: %w", f.Path, err)
 	}
 	defer file.Close()
 	if _, err := file.Write(append(data, '\n')); err != nil {
@@ -50,22 +50,22 @@ func (f *fileAlerts) append(l alertLine) error {
 }
 
 // Raise implements driver.AlertSink.
-func (f *fileAlerts) Raise(ctx context.Context, a indoubt.Alert) error {
-	return f.append(alertLine{Op: "raise", Step: a.Step, ID: a.ID, Source: "indoubt", Alert: &a})
+func (f *FileAlerts) Raise(ctx context.Context, a indoubt.Alert) error {
+	return f.append(AlertLine{Op: "raise", Step: a.Step, ID: a.ID, Source: "indoubt", Alert: &a})
 }
 
 // Clear implements driver.AlertSink.
-func (f *fileAlerts) Clear(ctx context.Context, id string) error {
-	return f.append(alertLine{Op: "clear", ID: id, Source: "indoubt"})
+func (f *FileAlerts) Clear(ctx context.Context, id string) error {
+	return f.append(AlertLine{Op: "clear", ID: id, Source: "indoubt"})
 }
 
 // readAlertLines reads an alerts file (for tests and `indoubt list`).
-func readAlertLines(path string) ([]alertLine, error) {
+func ReadAlertLines(path string) ([]AlertLine, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	out, err := parseAlertLines(data)
+	out, err := ParseAlertLines(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -74,13 +74,13 @@ func readAlertLines(path string) ([]alertLine, error) {
 
 // parseAlertLines reads the JSON lines of an alerts file; a line that does not decode is
 // an error naming its number.
-func parseAlertLines(data []byte) ([]alertLine, error) {
-	var out []alertLine
+func ParseAlertLines(data []byte) ([]AlertLine, error) {
+	var out []AlertLine
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var l alertLine
+		var l AlertLine
 		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package controller
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // prune applies [retention] once: the audit log by age and count, the histories by count
 // per database and kind, and failovers' by age too (their keys hold the time).
-func prune(ctx context.Context, st adapters.BlobStore, r RetentionConfig, now time.Time, log *slog.Logger) {
+func Prune(ctx context.Context, st adapters.BlobStore, r RetentionConfig, now time.Time, log *slog.Logger) {
 	for _, p := range []struct {
 		prefix string
 		r      driver.Retention
@@ -48,11 +48,11 @@ func historyTime(key string) (time.Time, bool) {
 }
 
 // keepPruning prunes at once and every r.Every until ctx ends.
-func keepPruning(ctx context.Context, st adapters.BlobStore, r RetentionConfig, log *slog.Logger) {
+func KeepPruning(ctx context.Context, st adapters.BlobStore, r RetentionConfig, log *slog.Logger) {
 	t := time.NewTicker(r.Every.Duration)
 	defer t.Stop()
 	for {
-		prune(ctx, st, r, time.Now(), log)
+		Prune(ctx, st, r, time.Now(), log)
 		select {
 		case <-ctx.Done():
 			return
