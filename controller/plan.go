@@ -19,24 +19,24 @@ import (
 	"loam.dev/router/machine/cutover"
 )
 
-// check is one precondition of a cutover.
-type check struct {
+// PlanCheck is one precondition of a cutover.
+type PlanCheck struct {
 	Name   string `json:"name"`
 	Status string `json:"status"` // ok, warn, fail
 	Detail string `json:"detail"`
 }
 
-// planReport is `cutover plan`'s answer: every precondition, checked without changing
+// PlanReport is `cutover plan`'s answer: every precondition, checked without changing
 // anything.
 type PlanReport struct {
 	DB     string       `json:"db"`
 	Plan   cutover.Plan `json:"plan"`
-	Checks []check      `json:"checks"`
+	Checks []PlanCheck  `json:"checks"`
 	OK     bool         `json:"ok"`
 }
 
 func (r *PlanReport) add(name, status, format string, a ...any) {
-	r.Checks = append(r.Checks, check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
+	r.Checks = append(r.Checks, PlanCheck{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
 }
 
 // planCutover checks every precondition of a cutover of rec under plan, reading only.
@@ -221,12 +221,17 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	} else {
 		r.add("rollback: files of g", "ok", "generation %d renders (%s)", rec.Generation, strings.Join(files.Names(), ", "))
 	}
-	if dc.FilesDir == "" {
+	switch {
+	case f.Target != nil:
+		r.add("rollback: files target", "ok", "the fleet's own ConfigTarget takes the files of g+1 (and back)")
+	case dc.FilesDir == "":
 		r.add("rollback: files_dir", "fail", "no files_dir: the files of g+1 (and back) have nowhere to go")
-	} else if err := writable(dc.FilesDir); err != nil {
-		r.add("rollback: files_dir", "fail", "%v", err)
-	} else {
-		r.add("rollback: files_dir", "ok", "%s is writable", dc.FilesDir)
+	default:
+		if err := writable(dc.FilesDir); err != nil {
+			r.add("rollback: files_dir", "fail", "%v", err)
+		} else {
+			r.add("rollback: files_dir", "ok", "%s is writable", dc.FilesDir)
+		}
 	}
 	if _, ok := f.Routers[plan.Designated]; ok {
 		r.add("rollback: reload d", "ok", "%s is reachable to be reloaded from generation %d's files", plan.Designated, rec.Generation)
