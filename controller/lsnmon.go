@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/driver/causalread"
 	"loam.dev/router/kernel/lsn"
 )
 
@@ -21,7 +22,7 @@ import (
 // the view is a process's, as a proxy's is.
 type LSNMonitor struct {
 	cfg LSNConfig
-	sel *postgres.CausalSelector
+	sel *causalread.CausalSelector
 	log *slog.Logger
 
 	mu   sync.Mutex
@@ -46,7 +47,7 @@ func StartLSNMonitor(cfg LSNConfig, log *slog.Logger) (*LSNMonitor, error) {
 		return nil, nil
 	}
 	m := &LSNMonitor{cfg: cfg, log: log, errs: map[lsn.Endpoint]*pollErrors{}}
-	m.sel = postgres.NewCausalSelector(postgres.CausalConfig{
+	m.sel = causalread.NewCausalSelector(causalread.CausalConfig{
 		Poll:        postgres.LSNPollConfig{Interval: cfg.Interval.Duration, Timeout: cfg.Timeout.Duration, History: cfg.History.Duration},
 		OnPollError: m.pollFailed,
 	})
@@ -124,7 +125,7 @@ func (m *LSNMonitor) View() *LSNView {
 
 func (m *LSNMonitor) view() LSNView {
 	v := LSNView{IntervalMS: m.cfg.Interval.Milliseconds(), TimeoutMS: m.cfg.Timeout.Milliseconds(), HistoryMS: m.cfg.History.Milliseconds()}
-	stats := map[lsn.Endpoint]postgres.MonitorRow{}
+	stats := map[lsn.Endpoint]causalread.MonitorRow{}
 	for _, r := range m.sel.MonitorStats() {
 		stats[r.Endpoint] = r
 	}

@@ -1,4 +1,4 @@
-package postgres
+package causalread
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/kernel/lsn"
 	"loam.dev/router/machine/causal"
 )
@@ -38,7 +39,7 @@ func fakeSelector(t *testing.T, cfg CausalConfig, down ...lsn.Endpoint) *selecto
 	return s
 }
 
-func manualClock(start int64) (Clock, *atomic.Int64) {
+func manualClock(start int64) (postgres.Clock, *atomic.Int64) {
 	var now atomic.Int64
 	now.Store(start)
 	return func() int64 { return now.Load() }, &now

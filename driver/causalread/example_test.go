@@ -1,4 +1,4 @@
-package postgres_test
+package causalread_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/driver/causalread"
 	"loam.dev/router/kernel/lsn"
 )
 
@@ -18,7 +18,7 @@ func ExampleCausalSelector() {
 	ctx := context.Background()
 	primary := lsn.Endpoint{Host: "10.0.0.1", Port: 5432}
 	standby := lsn.Endpoint{Host: "10.0.0.2", Port: 5432}
-	sel := postgres.NewCausalSelector(postgres.CausalConfig{AcquireTimeout: 2 * time.Second})
+	sel := causalread.NewCausalSelector(causalread.CausalConfig{AcquireTimeout: 2 * time.Second})
 	defer sel.Close()
 	for _, ep := range []lsn.Endpoint{primary, standby} {
 		pool, err := pgxpool.New(ctx, fmt.Sprintf("postgres://app@%s/app", ep))

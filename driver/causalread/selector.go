@@ -1,4 +1,4 @@
-package postgres
+package causalread
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/kernel/lsn"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/causal"
@@ -22,10 +23,10 @@ import (
 const DefaultAcquireTimeout = 10 * time.Second
 
 // ErrSelectorClosed is returned by requests made after, or waiting during, Close.
-var ErrSelectorClosed = errors.New("postgres: causal selector closed")
+var ErrSelectorClosed = errors.New("causalread: causal selector closed")
 
 // ErrUnknownEndpoint: a hostgroup names an endpoint that has no pool (AddEndpoint it first).
-var ErrUnknownEndpoint = errors.New("postgres: endpoint has no pool")
+var ErrUnknownEndpoint = errors.New("causalread: endpoint has no pool")
 
 // CausalConfig configures a CausalSelector.
 type CausalConfig struct {
@@ -34,11 +35,11 @@ type CausalConfig struct {
 	// A context deadline that is earlier wins. There is no other wait setting.
 	AcquireTimeout time.Duration
 	// Poll configures the LSN monitor.
-	Poll LSNPollConfig
+	Poll postgres.LSNPollConfig
 	// Trace receives the CausalRead spec events; nil discards them.
 	Trace machine.TraceSink
 	// Clock overrides the monotonic clock (tests).
-	Clock Clock
+	Clock postgres.Clock
 	// OnPollError, if set, receives the reason of every failed LSN poll.
 	OnPollError func(lsn.Endpoint, error)
 }
@@ -169,7 +170,7 @@ func (c *CausalConn) ReleaseUnused() { c.Conn.Release() }
 // can be tested without a server.
 type selector[C any] struct {
 	cfg     CausalConfig
-	clock   Clock
+	clock   postgres.Clock
 	connect func(context.Context, lsn.Endpoint, any) (C, error) // one acquisition from one pool
 
 	mu      sync.Mutex
@@ -189,9 +190,9 @@ func newSelector[C any](cfg CausalConfig, acquire func(context.Context, lsn.Endp
 	if cfg.AcquireTimeout <= 0 {
 		cfg.AcquireTimeout = DefaultAcquireTimeout
 	}
-	cfg.Poll = cfg.Poll.withDefaults()
+	cfg.Poll = cfg.Poll.WithDefaults()
 	if cfg.Clock == nil {
-		cfg.Clock = NewClock()
+		cfg.Clock = postgres.NewClock()
 	}
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
@@ -264,7 +265,7 @@ func (s *selector[C]) addEndpoint(ep lsn.Endpoint, pool any, monitor *pgx.ConnCo
 	}
 	s.pools[ep] = pool
 	if monitor != nil {
-		p := &LSNPoller{Endpoint: ep, Conn: monitor, Config: s.cfg.Poll, Clock: s.clock, Sink: s.observe, OnError: s.cfg.OnPollError}
+		p := &postgres.LSNPoller{Endpoint: ep, Conn: monitor, Config: s.cfg.Poll, Clock: s.clock, Sink: s.observe, OnError: s.cfg.OnPollError}
 		s.pollers.Add(1)
 		go func() {
 			defer s.pollers.Done()
