@@ -732,7 +732,7 @@ func secret(env string) string {
 	return os.Getenv(env)
 }
 
-// checkRoster says what is wrong with a list of pod names ("" when nothing is).
+// CheckRoster says what is wrong with a list of pod names ("" when nothing is).
 func CheckRoster(pods []string) string {
 	if len(pods) == 0 {
 		return "lists no pod; give the deployment's pod names, e.g. pods = [\"relay-0\", \"relay-1\"]"

@@ -24,13 +24,15 @@ import (
 // history and removes the request; a controller that takes over finds the request and the
 // machine's snapshot and resumes.
 
+// CutoverRequestKey is where `cutover start` (Requests.StartCutover) stores the request,
+// CutoverDecisionKey the operator's decision, CutoverHistoryKey the filed outcome.
 func CutoverRequestKey(ref adapters.DBRef) string  { return "request/cutover/" + ref.String() }
 func CutoverDecisionKey(ref adapters.DBRef) string { return "request/cutover-decision/" + ref.String() }
 func CutoverHistoryKey(ref adapters.DBRef, gen uint64) string {
 	return fmt.Sprintf("history/cutover/%s/%020d", ref, gen)
 }
 
-// cutoverRequest is what `cutover start` stores.
+// CutoverRequest is what `cutover start` stores.
 type CutoverRequest struct {
 	Plan cutover.Plan `json:"plan"`
 	By   string       `json:"by"`
@@ -39,14 +41,14 @@ type CutoverRequest struct {
 	From uint64 `json:"from"`
 }
 
-// cutoverDecision is what `cutover finalize` and `cutover rollback` store.
+// CutoverDecision is what `cutover finalize` and `cutover rollback` store.
 type CutoverDecision struct {
 	Decision string `json:"decision"` // finalize or reverse
 	By       string `json:"by"`
 	At       int64  `json:"at"`
 }
 
-// cutoverResult is a finished cutover, kept in the history.
+// CutoverResult is a finished cutover, kept in the history.
 type CutoverResult struct {
 	Request    CutoverRequest `json:"request"`
 	Outcome    string         `json:"outcome"`
@@ -58,6 +60,8 @@ type CutoverResult struct {
 	Ended      int64          `json:"ended"`
 }
 
+// GetJSON reads the JSON blob at key and its version; a blob that does not decode is
+// adapters.ErrCorrupt.
 func GetJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, uint64, error) {
 	var v T
 	b, err := s.GetBlob(ctx, key)

@@ -20,11 +20,14 @@ import (
 // A failover is asked for like a cutover: `failover` writes a request blob, the active
 // controller runs it to its end and files the outcome in the history.
 
+// FailoverRequestKey is where a failover request waits for the controller,
+// FailoverHistoryKey where its outcome is filed (by the request's time).
 func FailoverRequestKey(ref adapters.DBRef) string { return "request/failover/" + ref.String() }
 func FailoverHistoryKey(ref adapters.DBRef, at int64) string {
 	return fmt.Sprintf("history/failover/%s/%020d", ref, at)
 }
 
+// FailoverRequest is what `failover` (Requests.Failover) stores.
 type FailoverRequest struct {
 	Shard    string           `json:"shard"`
 	Promoted shardmap.Backend `json:"promoted"`
@@ -32,6 +35,7 @@ type FailoverRequest struct {
 	At       int64            `json:"at"`
 }
 
+// FailoverResult is a finished failover, kept in the history.
 type FailoverResult struct {
 	Request    FailoverRequest `json:"request"`
 	Outcome    string          `json:"outcome"`

@@ -15,7 +15,7 @@ import (
 	"loam.dev/router/kernel/lsn"
 )
 
-// lsnMonitor is the causal-read LSN monitor a daemon runs for [lsn]: a CausalSelector with
+// LSNMonitor is the causal-read LSN monitor a daemon runs for [lsn]: a CausalSelector with
 // no application pools (the daemon routes no requests), whose pollers keep every
 // endpoint's history exactly as a router's selector would. It shows the stats_pgsql_lsn
 // view on /status and exports it to Prometheus. Every daemon runs its own, leader or not:
@@ -41,7 +41,7 @@ type pollErrors struct {
 // polls a stopped server fails a hundred times a second.
 const pollErrorLogEvery = 30 * time.Second
 
-// startLSNMonitor starts polling every endpoint; nil when [lsn] lists none or is disabled.
+// StartLSNMonitor starts polling every endpoint; nil when [lsn] lists none or is disabled.
 func StartLSNMonitor(cfg LSNConfig, log *slog.Logger) (*LSNMonitor, error) {
 	if !cfg.On() {
 		return nil, nil
@@ -85,11 +85,11 @@ func (m *LSNMonitor) pollFailed(ep lsn.Endpoint, err error) {
 	}
 }
 
-// close stops the pollers.
+// Close stops the pollers.
 // Close stops every poller.
 func (m *LSNMonitor) Close() { m.sel.Close() }
 
-// lsnView is the view as /status and `lsn stats --output json` give it.
+// LSNView is the view as /status and `lsn stats --output json` give it.
 type LSNView struct {
 	IntervalMS int64    `json:"interval_ms"`
 	TimeoutMS  int64    `json:"timeout_ms"`
@@ -97,7 +97,7 @@ type LSNView struct {
 	Rows       []LSNRow `json:"rows"`
 }
 
-// lsnRow is one physical endpoint: the view's hostname, port and lsn (null while unknown
+// LSNRow is one physical endpoint: the view's hostname, port and lsn (null while unknown
 // or withdrawn), and what the monitor retains and saw.
 type LSNRow struct {
 	Hostname string  `json:"hostname"`
@@ -112,7 +112,7 @@ type LSNRow struct {
 	LastError  string  `json:"last_error,omitempty"`
 }
 
-// view is one row per configured endpoint, in the view's order (host, then port); an
+// View is one row per configured endpoint, in the view's order (host, then port); an
 // endpoint not polled yet has no position.
 // View is the stats_pgsql_lsn view now (nil for a nil monitor: none runs).
 func (m *LSNMonitor) View() *LSNView {

@@ -58,7 +58,7 @@ func progressStep(stage string, reverse bool) string {
 	return stageStep[stage]
 }
 
-// stepProgress is one step of the bar.
+// StepProgress is one step of the bar.
 type StepProgress struct {
 	Name     string `json:"name"`
 	State    string `json:"state"` // pending, running, done, failed
@@ -68,7 +68,7 @@ type StepProgress struct {
 	Failures int    `json:"failures"`
 }
 
-// cutoverProgress is what `cutover status` shows.
+// CutoverProgress is what `cutover status` shows.
 type CutoverProgress struct {
 	DB        string         `json:"db"`
 	Running   bool           `json:"running"`
@@ -95,7 +95,7 @@ type lagSample struct {
 	lag int64
 }
 
-// progressFromAudit derives the bar from the audit entries of one cutover (every exec and
+// ProgressFromAudit derives the bar from the audit entries of one cutover (every exec and
 // result entry of machine "cutover" for the database, starting at its request).
 func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, now time.Time) CutoverProgress {
 	p := CutoverProgress{DB: db, LagBytes: -1, LagThreshold: threshold}

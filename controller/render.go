@@ -18,7 +18,7 @@ func (d *DatabaseConfig) credentials() render.Credentials {
 	return cr
 }
 
-// renderFiles renders the record for its router with the database's credentials.
+// RenderFiles renders the record for its router with the database's credentials.
 func RenderFiles(rec *shardmap.Record, d *DatabaseConfig) (render.Files, error) {
 	if rec.Router.Kind == shardmap.Vitess {
 		return render.Vitess(rec, d.credentials(), render.VitessOptions{})

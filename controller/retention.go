@@ -12,7 +12,7 @@ import (
 	"loam.dev/router/driver"
 )
 
-// prune applies [retention] once: the audit log by age and count, the histories by count
+// Prune applies [retention] once: the audit log by age and count, the histories by count
 // per database and kind, and failovers' by age too (their keys hold the time).
 func Prune(ctx context.Context, st adapters.BlobStore, r RetentionConfig, now time.Time, log *slog.Logger) {
 	for _, p := range []struct {
@@ -47,7 +47,7 @@ func historyTime(key string) (time.Time, bool) {
 	return time.UnixMilli(ms), true
 }
 
-// keepPruning prunes at once and every r.Every until ctx ends.
+// KeepPruning prunes at once and every r.Every until ctx ends.
 func KeepPruning(ctx context.Context, st adapters.BlobStore, r RetentionConfig, log *slog.Logger) {
 	t := time.NewTicker(r.Every.Duration)
 	defer t.Stop()

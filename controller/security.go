@@ -12,7 +12,7 @@ import (
 // minTokenLen is the shortest token accepted: 16 characters (openssl rand -hex 16 gives 32).
 const minTokenLen = 16
 
-// readToken reads the secret a token_env or token_file key names. key is the key's name
+// ReadToken reads the secret a token_env or token_file key names. key is the key's name
 // for messages ("credentials[0].token_env"). A file must be readable by its owner only.
 func ReadToken(key, env, file string) (string, string, error) {
 	switch {

@@ -118,5 +118,5 @@ func DialShard(ctx context.Context, dc *DatabaseConfig, b shardmap.Backend) (ada
 	return postgres.Open(ctx, shardDSN(dc, b), postgres.Options{Insecure: dc.Insecure})
 }
 
-// errHostNotAllowed: a record names a shard host the allow-list does not permit.
+// ErrHostNotAllowed: a record names a shard host the allow-list does not permit.
 var ErrHostNotAllowed = errors.New("refusing to log into a shard host not allowed")

@@ -101,7 +101,7 @@ func (e *EtcdStoreConfig) options() (etcdstore.Options, error) {
 	return o, nil
 }
 
-// openEtcd opens the store of [store.etcd].
+// OpenEtcd opens the store of [store.etcd].
 func OpenEtcd(e *EtcdStoreConfig) (*etcdstore.Store, error) {
 	o, err := e.options()
 	if err != nil {
@@ -110,7 +110,7 @@ func OpenEtcd(e *EtcdStoreConfig) (*etcdstore.Store, error) {
 	return etcdstore.Open(o)
 }
 
-// etcdURL parses --store etcd://host:port[,host:port...]: plain http on loopback, for
+// EtcdURL parses --store etcd://host:port[,host:port...]: plain http on loopback, for
 // local clusters and tests; anything else needs [store.etcd] in loam.toml.
 func EtcdURL(rest string) (*EtcdStoreConfig, error) {
 	e := &EtcdStoreConfig{}

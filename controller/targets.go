@@ -20,6 +20,7 @@ type FileAlerts struct {
 	mu   sync.Mutex
 }
 
+// AlertLine is one line of an alerts file.
 type AlertLine struct {
 	At     int64          `json:"at"`
 	Op     string         `json:"op"` // raise or clear
@@ -59,7 +60,7 @@ func (f *FileAlerts) Clear(ctx context.Context, id string) error {
 	return f.append(AlertLine{Op: "clear", ID: id, Source: "indoubt"})
 }
 
-// readAlertLines reads an alerts file (for tests and `indoubt list`).
+// ReadAlertLines reads an alerts file (for tests and `indoubt list`).
 func ReadAlertLines(path string) ([]AlertLine, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -72,7 +73,7 @@ func ReadAlertLines(path string) ([]AlertLine, error) {
 	return out, nil
 }
 
-// parseAlertLines reads the JSON lines of an alerts file; a line that does not decode is
+// ParseAlertLines reads the JSON lines of an alerts file; a line that does not decode is
 // an error naming its number.
 func ParseAlertLines(data []byte) ([]AlertLine, error) {
 	var out []AlertLine

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -40,30 +38,14 @@ func TestFiledCutoverNeverRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			stop()
-			<-served
-		}
-	})
+	stop := serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	// The request is cleared: the status shows the filed outcome again, not a cutover running.
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
 		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized" && !p.Running
-	}, 15*time.Second, 50*time.Millisecond)
-	stop()
-	<-served
-	stopped = true
+	}, 60*time.Second, 50*time.Millisecond)
+	require.NoError(t, stop())
 
 	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -182,24 +181,15 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	require.Contains(t, out, "nothing was changed")
 
 	// The daemon.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		c := &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}
-		root := newRootFor(c)
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "map", "show", "app")
 		return err == nil && strings.Contains(out, `"generation": 2`)
-	}, 10*time.Second, 20*time.Millisecond, "the CLI reaches the store through the daemon")
+	}, 60*time.Second, 20*time.Millisecond, "the CLI reaches the store through the daemon")
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
 		return err == nil && strings.Contains(out, "every precondition holds")
-	}, 10*time.Second, 20*time.Millisecond, "ConfigPush moves every instance to generation 2, then the plan holds")
+	}, 60*time.Second, 20*time.Millisecond, "ConfigPush moves every instance to generation 2, then the plan holds")
 
 	out, err = cliRun(t, w, "--config", conf, "cutover", "start", "app")
 	require.NoError(t, err, out)
@@ -217,7 +207,7 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 		var p controller.CutoverProgress
 		require.NoError(t, json.Unmarshal([]byte(out), &p))
 		return p.Current == "resume" && p.Steps[5].Commands >= 4 && p.Steps[5].Commands == countResumed(w)+1
-	}, 15*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	w.mu.Lock()
 	require.Equal(t, 1, w.cutover, "one CUTOVER on the designated instance")
 	require.Equal(t, 6, w.fences, "both layouts fenced at step 3: the 2 source shards and the 4 destination shards")
@@ -238,7 +228,7 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
 		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized"
-	}, 15*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 
 	report := filepath.Join(dir, "cutover.html")
 	out, err = cliRun(t, w, "--config", conf, "cutover", "status", "app", "--report", report)
@@ -333,15 +323,7 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 		Plan: cutoverPlanForTest(), By: "test", At: time.Now().UnixMilli(), From: 2}))
 	require.NoError(t, st.Close())
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	// The property, judged on what reached the fleet: no reload of generation 2 executes
 	// after the cutover's first command (a listing, a copy, a pause or a fence). The audit's
 	// order is not it: ConfigPush's snapshot (whose Done the daemon waits on) is saved

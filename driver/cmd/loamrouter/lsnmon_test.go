@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,22 +21,12 @@ import (
 // for its /status.
 func serveInProcess(t *testing.T, conf, listen string) {
 	t.Helper()
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-served)
-	})
+	stop := serveIn(t, &cli{}, conf, nil)
+	t.Cleanup(func() { require.NoError(t, stop()) })
 	require.Eventually(t, func() bool {
 		_, err := getStatus(listen)
 		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "the daemon never served /status")
+	}, 60*time.Second, 10*time.Millisecond, "the daemon never served /status")
 }
 
 // lsnConfig writes a loam.toml whose [lsn] lists endpoints ("host:port").

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,16 +21,8 @@ func TestUnixSocketListen(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(sock), 0o700))
 	conf := filepath.Join(dir, "loam.toml")
 	require.NoError(t, os.WriteFile(conf, []byte("[controller]\nid = \"ctl-unix\"\nlisten = \"unix:"+sock+"\"\n[store]\ndir = \""+filepath.Join(dir, "data")+"\"\n"), 0o600))
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
 	var logs bytes.Buffer
-	go func() {
-		root := newRootFor(&cli{})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&logs)
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{}, conf, &logs)
 	require.Eventually(t, func() bool {
 		fi, err := os.Stat(sock)
 		return err == nil && fi.Mode()&os.ModeSocket != 0
