@@ -1,6 +1,8 @@
 // Package postgres reaches Postgres servers for the control plane: a ShardBackend for one
 // shard's server (status, the write fence, prepared transactions, checksums for split
-// verification), and, in the lsn*.go files, the LSN poller and selector behind causal reads.
+// verification), and, in the lsn*.go files, the LSN poller behind causal reads: it polls a
+// server's progress on a connection of its own. What to do with that progress (which
+// endpoint serves a causal read) is decided by machine/causal, driven by driver/causalread.
 //
 // # The fence
 //

@@ -17,6 +17,7 @@ import (
 
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance/pgtest"
+	"loam.dev/router/driver/causalread"
 	"loam.dev/router/kernel/lsn"
 	"loam.dev/router/machine/causal"
 )
@@ -58,7 +59,7 @@ func newPool(t *testing.T, s *pgtest.Server, db string, size int32, tracer pgx.Q
 // application pools (counted) and a causal selector over them.
 type causalEnv struct {
 	primary, standby *pgtest.Server
-	sel              *postgres.CausalSelector
+	sel              *causalread.CausalSelector
 	appQueries       *queryCounter
 }
 
@@ -74,7 +75,7 @@ func startCausalEnv(t *testing.T, acquireTimeout time.Duration) *causalEnv {
 	standby := primary.StartStandby(t, pgtest.WithSetting("recovery_min_apply_delay", applyDelay))
 	standby.WaitCaughtUp(t, time.Minute)
 	e := &causalEnv{primary: primary, standby: standby, appQueries: &queryCounter{}}
-	e.sel = postgres.NewCausalSelector(postgres.CausalConfig{AcquireTimeout: acquireTimeout})
+	e.sel = causalread.NewCausalSelector(causalread.CausalConfig{AcquireTimeout: acquireTimeout})
 	t.Cleanup(e.sel.Close)
 	for _, s := range []*pgtest.Server{primary, standby} {
 		pool := newPool(t, s, "postgres", 40, e.appQueries)
@@ -90,7 +91,7 @@ func startCausalEnv(t *testing.T, acquireTimeout time.Duration) *causalEnv {
 }
 
 // write sets key's value on the primary and records the execution.
-func (e *causalEnv) write(ctx context.Context, fe *postgres.Frontend, key int, v int64) error {
+func (e *causalEnv) write(ctx context.Context, fe *causalread.Frontend, key int, v int64) error {
 	c, err := fe.Acquire(ctx, hgWriters)
 	if err != nil {
 		return err
@@ -101,8 +102,8 @@ func (e *causalEnv) write(ctx context.Context, fe *postgres.Frontend, key int, v
 }
 
 // read returns key's value from a reader acquired causally or at random.
-func (e *causalEnv) read(ctx context.Context, fe *postgres.Frontend, key int, causally bool) (int64, error) {
-	var c *postgres.CausalConn
+func (e *causalEnv) read(ctx context.Context, fe *causalread.Frontend, key int, causally bool) (int64, error) {
+	var c *causalread.CausalConn
 	var err error
 	if causally {
 		c, err = fe.AcquireCausal(ctx, hgReaders, hgWriters)

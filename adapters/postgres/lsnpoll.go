@@ -31,7 +31,8 @@ const (
 	DefaultLSNHistory      = 60 * time.Second
 )
 
-func (c LSNPollConfig) withDefaults() LSNPollConfig {
+// WithDefaults fills the zero fields with the defaults.
+func (c LSNPollConfig) WithDefaults() LSNPollConfig {
 	if c.Interval <= 0 {
 		c.Interval = DefaultLSNPollInterval
 	}
@@ -93,7 +94,7 @@ var ErrNoPosition = errors.New("postgres: the server reported no WAL position")
 // poll or connection records an Unknown sample and is retried at the next tick on a fresh
 // connection.
 func (p *LSNPoller) Run(ctx context.Context) error {
-	cfg := p.Config.withDefaults()
+	cfg := p.Config.WithDefaults()
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	var conn *pgx.Conn

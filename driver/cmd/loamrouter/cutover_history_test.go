@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -14,6 +12,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/controller"
 )
 
 // TestFiledCutoverNeverRunsAgain: a controller that crashed while clearing a finished
@@ -31,45 +30,29 @@ func TestFiledCutoverNeverRunsAgain(t *testing.T) {
 	ref := adapters.DBRef{Namespace: "default", Database: "app"}
 	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
 	require.NoError(t, err)
-	req := cutoverRequest{Plan: cutoverPlanForTest(), By: "test", At: 1_700_000_000_000, From: 2}
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, req))
-	filed := cutoverResult{Request: req, Outcome: "finalized", Generation: 3, Ended: 1_700_000_100_000}
-	require.NoError(t, putJSON(t.Context(), st, cutoverHistoryKey(ref, req.From), 0, filed))
-	before, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	req := controller.CutoverRequest{Plan: cutoverPlanForTest(), By: "test", At: 1_700_000_000_000, From: 2}
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(ref), 0, req))
+	filed := controller.CutoverResult{Request: req, Outcome: "finalized", Generation: 3, Ended: 1_700_000_100_000}
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverHistoryKey(ref, req.From), 0, filed))
+	before, err := st.GetBlob(t.Context(), controller.CutoverHistoryKey(ref, req.From))
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			stop()
-			<-served
-		}
-	})
+	stop := serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	// The request is cleared: the status shows the filed outcome again, not a cutover running.
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized" && !p.Running
-	}, 15*time.Second, 50*time.Millisecond)
-	stop()
-	<-served
-	stopped = true
+	}, 60*time.Second, 50*time.Millisecond)
+	require.NoError(t, stop())
 
 	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
 	require.NoError(t, err)
 	defer st.Close()
-	_, err = st.GetBlob(t.Context(), cutoverRequestKey(ref))
+	_, err = st.GetBlob(t.Context(), controller.CutoverRequestKey(ref))
 	require.True(t, errors.Is(err, adapters.ErrNotFound), "the request is cleared (%v)", err)
-	after, err := st.GetBlob(t.Context(), cutoverHistoryKey(ref, req.From))
+	after, err := st.GetBlob(t.Context(), controller.CutoverHistoryKey(ref, req.From))
 	require.NoError(t, err)
 	require.Equal(t, before.Data, after.Data, "the filed outcome is kept as it was")
 	w.mu.Lock()

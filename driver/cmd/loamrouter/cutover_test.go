@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/cutover"
@@ -181,24 +181,15 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	require.Contains(t, out, "nothing was changed")
 
 	// The daemon.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		c := &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}
-		root := newRootFor(c)
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "map", "show", "app")
 		return err == nil && strings.Contains(out, `"generation": 2`)
-	}, 10*time.Second, 20*time.Millisecond, "the CLI reaches the store through the daemon")
+	}, 60*time.Second, 20*time.Millisecond, "the CLI reaches the store through the daemon")
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "plan", "app")
 		return err == nil && strings.Contains(out, "every precondition holds")
-	}, 10*time.Second, 20*time.Millisecond, "ConfigPush moves every instance to generation 2, then the plan holds")
+	}, 60*time.Second, 20*time.Millisecond, "ConfigPush moves every instance to generation 2, then the plan holds")
 
 	out, err = cliRun(t, w, "--config", conf, "cutover", "start", "app")
 	require.NoError(t, err, out)
@@ -213,10 +204,10 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		require.NoError(t, json.Unmarshal([]byte(out), &p))
 		return p.Current == "resume" && p.Steps[5].Commands >= 4 && p.Steps[5].Commands == countResumed(w)+1
-	}, 15*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	w.mu.Lock()
 	require.Equal(t, 1, w.cutover, "one CUTOVER on the designated instance")
 	require.Equal(t, 6, w.fences, "both layouts fenced at step 3: the 2 source shards and the 4 destination shards")
@@ -235,9 +226,9 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool {
 		out, err := cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
-		var p cutoverProgress
+		var p controller.CutoverProgress
 		return err == nil && json.Unmarshal([]byte(out), &p) == nil && p.Outcome == "finalized"
-	}, 15*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 
 	report := filepath.Join(dir, "cutover.html")
 	out, err = cliRun(t, w, "--config", conf, "cutover", "status", "app", "--report", report)
@@ -328,19 +319,11 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 	_, err = st.CAS(t.Context(), ref, 0, reshardingRecord())
 	require.NoError(t, err)
 	// The request is there before the controller even starts.
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(ref), 0, cutoverRequest{
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(ref), 0, controller.CutoverRequest{
 		Plan: cutoverPlanForTest(), By: "test", At: time.Now().UnixMilli(), From: 2}))
 	require.NoError(t, st.Close())
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3")}, conf, nil)
 	// The property, judged on what reached the fleet: no reload of generation 2 executes
 	// after the cutover's first command (a listing, a copy, a pause or a fence). The audit's
 	// order is not it: ConfigPush's snapshot (whose Done the daemon waits on) is saved
@@ -404,7 +387,7 @@ admin = "127.0.0.1:6401"
 	_, err = st.CAS(t.Context(), adapters.DBRef{Namespace: "default", Database: "app"}, 0, reshardingRecord())
 	require.NoError(t, err)
 	orders := adapters.DBRef{Namespace: "default", Database: "orders"}
-	require.NoError(t, putJSON(t.Context(), st, cutoverRequestKey(orders), 0, cutoverRequest{By: "test", From: 2}))
+	require.NoError(t, controller.PutJSON(t.Context(), st, controller.CutoverRequestKey(orders), 0, controller.CutoverRequest{By: "test", From: 2}))
 	require.NoError(t, st.Close())
 	w := newWorld()
 
@@ -416,9 +399,9 @@ admin = "127.0.0.1:6401"
 
 	st, err = boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)
 	require.NoError(t, err)
-	b, err := st.GetBlob(t.Context(), cutoverRequestKey(orders))
+	b, err := st.GetBlob(t.Context(), controller.CutoverRequestKey(orders))
 	require.NoError(t, err)
-	require.NoError(t, st.DeleteBlob(t.Context(), cutoverRequestKey(orders), b.Version))
+	require.NoError(t, st.DeleteBlob(t.Context(), controller.CutoverRequestKey(orders), b.Version))
 	require.NoError(t, st.Close())
 	out, _ = cliRun(t, w, "--config", conf, "cutover", "plan", "app")
 	require.Contains(t, out, "✓ instances: not shared")

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/driver"
-	"loam.dev/router/machine/cutover"
+	"loam.dev/router/controller"
 )
 
 func newCutoverCmd(c *cli) *cobra.Command {
@@ -51,7 +47,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 				return err
 			}
 			st.Close()
-			if err := c.emit(cmd.OutOrStdout(), rep, func(w io.Writer) error { rep.print(w); return nil }); err != nil {
+			if err := c.emit(cmd.OutOrStdout(), rep, func(w io.Writer) error { printPlan(w, rep); return nil }); err != nil {
 				return err
 			}
 			if !rep.OK {
@@ -74,25 +70,19 @@ plan checks every precondition and changes nothing; start asks the running contr
 			}
 			defer st.Close()
 			if !rep.OK {
-				rep.print(cmd.ErrOrStderr())
+				printPlan(cmd.ErrOrStderr(), rep)
 				return errors.New("not started: preconditions fail (see above)")
 			}
 			ref := c.db(args[0])
-			rec, err := st.Read(cmd.Context(), ref)
+			req, err := c.requests(st).StartCutover(cmd.Context(), ref, rep.Plan)
 			if err != nil {
-				return err
-			}
-			req := cutoverRequest{Plan: rep.Plan, By: c.who(), At: time.Now().UnixMilli(), From: rec.Generation}
-			if err := putJSON(cmd.Context(), st, cutoverRequestKey(ref), 0, req); err != nil {
 				if errors.Is(err, adapters.ErrConflict) {
 					return fmt.Errorf("a cutover of %s is already requested; see `loamrouter cutover status %s`", ref, args[0])
 				}
 				return err
 			}
-			_ = c.audit(st).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
-				What: fmt.Sprintf("cutover start requested: generation %d, designated %s", rec.Generation, rep.Plan.Designated), Result: "ok"})
 			return c.emit(cmd.OutOrStdout(), req, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "requested: the controller runs the cutover of %s from generation %d; follow it with `loamrouter cutover status %s --watch`\n", ref, rec.Generation, args[0])
+				_, err := fmt.Fprintf(w, "requested: the controller runs the cutover of %s from generation %d; follow it with `loamrouter cutover status %s --watch`\n", ref, req.From, args[0])
 				return err
 			})
 		},
@@ -115,7 +105,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 			watch, _ := cmd.Flags().GetBool("watch")
 			report, _ := cmd.Flags().GetString("report")
 			for {
-				p, entries, err := cutoverStatus(cmd.Context(), st, ref)
+				p, entries, err := controller.CutoverStatus(cmd.Context(), st, ref)
 				if err != nil {
 					return err
 				}
@@ -124,7 +114,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 						return err
 					}
 				}
-				if err := c.emit(cmd.OutOrStdout(), p, func(w io.Writer) error { p.print(w); return nil }); err != nil {
+				if err := c.emit(cmd.OutOrStdout(), p, func(w io.Writer) error { printProgress(w, p); return nil }); err != nil {
 					return err
 				}
 				if report != "" {
@@ -153,18 +143,9 @@ plan checks every precondition and changes nothing; start asks the running contr
 				}
 				defer st.Close()
 				ref := c.db(args[0])
-				if _, err := st.GetBlob(cmd.Context(), cutoverRequestKey(ref)); err != nil {
-					return fmt.Errorf("no cutover of %s is running (%w)", ref, err)
-				}
-				d := cutoverDecision{Decision: decision, By: c.who(), At: time.Now().UnixMilli()}
-				var expect uint64
-				if b, err := st.GetBlob(cmd.Context(), cutoverDecisionKey(ref)); err == nil {
-					expect = b.Version
-				}
-				if err := putJSON(cmd.Context(), st, cutoverDecisionKey(ref), expect, d); err != nil {
+				if err := c.requests(st).DecideCutover(cmd.Context(), ref, decision); err != nil {
 					return err
 				}
-				_ = c.audit(st).Append(cmd.Context(), driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(), What: "cutover " + decision + " requested", Result: "ok"})
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; the controller acts on it once every instance has resumed\n", decision, ref)
 				return err
 			},
@@ -177,24 +158,18 @@ plan checks every precondition and changes nothing; start asks the running contr
 }
 
 // plan builds the plan from flags and the config, opens the fleet and checks it.
-func (c *cli) plan(cmd *cobra.Command, db string) (*planReport, Store, error) {
+func (c *cli) plan(cmd *cobra.Command, db string) (*controller.PlanReport, Store, error) {
 	ref := c.db(db)
 	dc, ok := c.cfg.Database(ref)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s has no [[databases]] table in %s: a cutover needs its routers and logins", ref, c.cfg.path)
+		return nil, nil, fmt.Errorf("%s has no [[databases]] table in %s: a cutover needs its routers and logins", ref, c.cfg.Source())
 	}
-	p := cutover.Plan{Designated: dc.Cutover.Designated, Instances: routerIDs(dc), Role: dc.AppUser, Publication: dc.Cutover.Publication}
-	p.Options.LagThreshold, p.Options.Grace = dc.Cutover.LagThreshold, dc.Cutover.Grace.Milliseconds()
-	p.Options.PollEvery, p.Options.FinalizeAfter = dc.Cutover.PollEvery.Milliseconds(), dc.Cutover.FinalizeAfter.Milliseconds()
-	p.Options.RetryAfter, p.Options.Attempts = dc.Cutover.RetryAfter.Milliseconds(), dc.Cutover.Attempts
+	p := dc.CutoverPlan()
 	if v, _ := cmd.Flags().GetString("designated"); v != "" {
 		p.Designated = v
 	}
 	if v, _ := cmd.Flags().GetString("publication"); v != "" {
 		p.Publication = v
-	}
-	if p.Publication == "" {
-		p.Publication = strings.ToLower(dc.Name) + "_pub"
 	}
 	if v, _ := cmd.Flags().GetString("role"); v != "" {
 		p.Role = v
@@ -209,64 +184,17 @@ func (c *cli) plan(cmd *cobra.Command, db string) (*planReport, Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rec, err := st.Read(cmd.Context(), ref)
-	if err != nil {
-		st.Close()
-		return nil, nil, fmt.Errorf("%s: %w", ref, err)
-	}
-	f, err := c.opener()(cmd.Context(), dc)
+	rep, err := controller.PlanCutover(cmd.Context(), st, c.cfg, ref, p, c.opener())
 	if err != nil {
 		st.Close()
 		return nil, nil, err
 	}
-	defer f.close()
-	f.learn(rec)
-	return planCutover(cmd.Context(), st, ref, rec, p, dc, c.cfg.Databases, f), st, nil
+	return rep, st, nil
 }
 
-// cutoverStatus finds the running cutover (or the last one) and its audit entries.
-func cutoverStatus(ctx context.Context, st Store, ref adapters.DBRef) (cutoverProgress, []driver.AuditEntry, error) {
-	req, _, err := getJSON[cutoverRequest](ctx, st, cutoverRequestKey(ref))
-	var res *cutoverResult
-	if errors.Is(err, adapters.ErrNotFound) {
-		hist, herr := st.ListBlobs(ctx, "history/cutover/"+ref.String()+"/")
-		if herr != nil {
-			return cutoverProgress{}, nil, herr
-		}
-		if len(hist) == 0 {
-			return cutoverProgress{DB: ref.String(), LagBytes: -1}, nil, nil
-		}
-		r, _, herr := getJSON[cutoverResult](ctx, st, hist[len(hist)-1].Key)
-		if herr != nil {
-			return cutoverProgress{}, nil, herr
-		}
-		res, req = &r, r.Request
-	} else if err != nil {
-		return cutoverProgress{}, nil, err
-	}
-	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "cutover", ID: ref.String(), Since: time.UnixMilli(req.At - 1)})
-	if err != nil {
-		return cutoverProgress{}, nil, err
-	}
-	threshold := req.Plan.Options.LagThreshold
-	if threshold <= 0 {
-		threshold = 1_000_000
-	}
-	p := progressFromAudit(ref.String(), entries, threshold, time.Now())
-	p.From = req.From
-	if res != nil {
-		p.Outcome, p.Running = res.Outcome, false
-	}
-	return p, entries, nil
-}
-
-func putJSON(ctx context.Context, st adapters.BlobStore, key string, expect uint64, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = st.PutBlob(ctx, key, expect, data)
-	return err
+// requests are the operator's requests on st, signed by who runs the command.
+func (c *cli) requests(st Store) controller.Requests {
+	return controller.Requests{Store: st, By: c.who(), Log: c.log}
 }
 
 // who names the operator running a command.

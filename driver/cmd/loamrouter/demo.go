@@ -27,6 +27,7 @@ import (
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
@@ -175,14 +176,14 @@ func (l lazyResharder) StopTask(ctx context.Context, task int64) error {
 }
 
 // opener gives the controller the reference routers and Postgres shards.
-func (w *demoWorld) opener(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
-	f := newFleet()
+func (w *demoWorld) opener(ctx context.Context, dc *controller.DatabaseConfig) (*controller.Fleet, error) {
+	f := controller.NewFleet()
 	for _, id := range w.fleet.IDs() {
-		f.routers[id] = w.fleet.Router(id)
+		f.Routers[id] = w.fleet.Router(id)
 	}
-	f.resharders[demoDesig] = lazyResharder{w}
-	f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
-		return dialShard(ctx, dc, b)
+	f.Resharders[demoDesig] = lazyResharder{w}
+	f.Dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+		return controller.DialShard(ctx, dc, b)
 	}
 	return f, nil
 }
@@ -281,7 +282,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw", "LOAM_DEMO_TOKEN": token} {
 		os.Setenv(k, v)
 	}
-	cfg, err := LoadConfig(confPath)
+	cfg, err := controller.LoadConfig(confPath)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +297,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	st.Close()
-	files1, err := renderFiles(rec, dc)
+	files1, err := controller.RenderFiles(rec, dc)
 	if err != nil {
 		return nil, err
 	}
@@ -412,11 +413,11 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	var finalizeAsked bool
 	last := ""
 	for {
-		p, _, err := cutoverStatus(ctx, remote, ref)
+		p, _, err := controller.CutoverStatus(ctx, remote, ref)
 		if err != nil {
 			return nil, err
 		}
-		line := fmt.Sprintf("    %s %-8s", p.bar(), p.Current)
+		line := fmt.Sprintf("    %s %-8s", progressBar(p), p.Current)
 		if p.Current == "copy" && p.LagBytes >= 0 {
 			line += fmt.Sprintf(" lag %s", bytesText(p.LagBytes))
 			if p.ETAMS > 0 {
@@ -483,9 +484,9 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	r.Timeline, r.PauseWindow = demoTimeline(entries, t0)
-	p, cutEntries, _ := cutoverStatus(ctx, remote, ref)
+	p, cutEntries, _ := controller.CutoverStatus(ctx, remote, ref)
 	r.Outcome = p.Outcome
-	files, err := renderFiles(final, dc)
+	files, err := controller.RenderFiles(final, dc)
 	if err != nil {
 		return nil, err
 	}
@@ -648,9 +649,9 @@ func (r *demoReport) print(out io.Writer, report string) {
 }
 
 // openDemoStore opens the store of the demo's loam.toml to write the first record.
-func openDemoStore(cfg *Config) (Store, error) {
+func openDemoStore(cfg *controller.Config) (Store, error) {
 	if cfg.Store.Kind == "etcd" {
-		return openEtcd(&cfg.Store.Etcd)
+		return controller.OpenEtcd(&cfg.Store.Etcd)
 	}
 	if err := os.MkdirAll(cfg.Store.Dir, 0o700); err != nil {
 		return nil, err
@@ -768,7 +769,15 @@ func confirmed(what string) string {
 	return list
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
+// sleepCtx waits d, or less when ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+	}
+	return false
+}
 
 func indent(s string) string {
 	if s == "" {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -169,14 +170,14 @@ func (b fakeBackend) Checksum(ctx context.Context, table string, by adapters.Sha
 }
 
 // opener returns the world as every database's fleet.
-func (w *world) opener(ids ...string) opener {
-	return func(ctx context.Context, dc *DatabaseConfig) (*fleet, error) {
-		f := newFleet()
+func (w *world) opener(ids ...string) controller.Opener {
+	return func(ctx context.Context, dc *controller.DatabaseConfig) (*controller.Fleet, error) {
+		f := controller.NewFleet()
 		for _, id := range ids {
 			r := fakeRouter{id: id, w: w}
-			f.routers[id], f.resharders[id] = r, r
+			f.Routers[id], f.Resharders[id] = r, r
 		}
-		f.dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
+		f.Dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
 			return fakeBackend{key: b.Host + ":" + strconv.Itoa(int(b.Port)), w: w}, nil
 		}
 		return f, nil

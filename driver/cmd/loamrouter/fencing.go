@@ -18,6 +18,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/valkey"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/machine"
@@ -52,7 +53,7 @@ type fencingRun struct {
 	fleet  rosterFeed
 }
 
-func (c *cli) fencingConfig(name string) (*FencingConfig, error) {
+func (c *cli) fencingConfig(name string) (*controller.FencingConfig, error) {
 	for i := range c.cfg.Fencing {
 		if c.cfg.Fencing[i].Name == name {
 			return &c.cfg.Fencing[i], nil
@@ -62,10 +63,10 @@ func (c *cli) fencingConfig(name string) (*FencingConfig, error) {
 	for _, f := range c.cfg.Fencing {
 		names = append(names, f.Name)
 	}
-	return nil, fmt.Errorf("no [[fencing]] table named %q in %s (configured: %s)", name, c.cfg.path, strings.Join(names, ", "))
+	return nil, fmt.Errorf("no [[fencing]] table named %q in %s (configured: %s)", name, c.cfg.Source(), strings.Join(names, ", "))
 }
 
-func naming(f *FencingConfig) fencing.Naming {
+func naming(f *controller.FencingConfig) fencing.Naming {
 	n := fencing.Buzz
 	for _, p := range []struct {
 		dst *string

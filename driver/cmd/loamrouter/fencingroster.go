@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/machine/fencemigrate"
 )
@@ -81,36 +82,15 @@ func mergeRoster(roster []string, reported, known map[string]fencing.Version) ro
 	return f
 }
 
-// checkRoster says what is wrong with a list of pod names ("" when nothing is).
-func checkRoster(pods []string) string {
-	if len(pods) == 0 {
-		return "lists no pod; give the deployment's pod names, e.g. pods = [\"relay-0\", \"relay-1\"]"
-	}
-	seen := map[string]int{}
-	for i, p := range pods {
-		if strings.TrimSpace(p) == "" {
-			return fmt.Sprintf("name %d is empty; give each pod's name as the deploy system names it", i)
-		}
-		if strings.ContainsAny(p, ", \t\n") {
-			return fmt.Sprintf("%q is not a pod name (no commas or spaces)", p)
-		}
-		if j, dup := seen[p]; dup {
-			return fmt.Sprintf("%q is listed twice (names %d and %d); list each pod once", p, j, i)
-		}
-		seen[p] = i
-	}
-	return ""
-}
-
 // fencingRoster returns the roster of directory fc: --pods when given, else its pods key;
 // nil when neither is given. from says where it came from, for `fencing status`.
-func fencingRoster(cmd *cobra.Command, fc *FencingConfig) (pods []string, from string, err error) {
+func fencingRoster(cmd *cobra.Command, fc *controller.FencingConfig) (pods []string, from string, err error) {
 	if f := cmd.Flags().Lookup("pods"); f != nil && f.Changed {
 		raw, _ := cmd.Flags().GetStringSlice("pods")
 		for _, p := range raw {
 			pods = append(pods, strings.TrimSpace(p))
 		}
-		if msg := checkRoster(pods); msg != "" {
+		if msg := controller.CheckRoster(pods); msg != "" {
 			return nil, "", fmt.Errorf("--pods: %s", strings.Replace(msg, `pods = ["relay-0", "relay-1"]`, "--pods relay-0,relay-1", 1))
 		}
 		return pods, "--pods", nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/fencemigrate"
@@ -94,7 +95,7 @@ func TestFencingRosterBlocksB(t *testing.T) {
 
 // TestFencingRosterNames: the roster's names are checked, naming the problem.
 func TestFencingRosterNames(t *testing.T) {
-	require.Empty(t, checkRoster([]string{"relay-0", "relay-1"}))
+	require.Empty(t, controller.CheckRoster([]string{"relay-0", "relay-1"}))
 	for _, c := range []struct {
 		pods []string
 		want string
@@ -105,17 +106,17 @@ func TestFencingRosterNames(t *testing.T) {
 		{[]string{"a", "b", "a"}, `"a" is listed twice (names 0 and 2)`},
 		{[]string{"a,b"}, `"a,b" is not a pod name`},
 	} {
-		require.Contains(t, checkRoster(c.pods), c.want, "%q", c.pods)
+		require.Contains(t, controller.CheckRoster(c.pods), c.want, "%q", c.pods)
 	}
 }
 
 // TestConfigFencingPods: pods is read, and its mistakes are errors naming fencing[i].pods.
 func TestConfigFencingPods(t *testing.T) {
 	const table = "[[fencing]]\nname = \"s\"\naddrs = [\"x:1\"]\n"
-	c, err := ParseConfig("loam.toml", []byte(table+"pods = [\"relay-0\", \"relay-1\"]\n"))
+	c, err := controller.ParseConfig("loam.toml", []byte(table+"pods = [\"relay-0\", \"relay-1\"]\n"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"relay-0", "relay-1"}, c.Fencing[0].Pods)
-	c, err = ParseConfig("loam.toml", []byte(table))
+	c, err = controller.ParseConfig("loam.toml", []byte(table))
 	require.NoError(t, err)
 	require.Nil(t, c.Fencing[0].Pods, "no pods key: no roster")
 	for _, bad := range []struct{ pods, want string }{
@@ -123,8 +124,8 @@ func TestConfigFencingPods(t *testing.T) {
 		{`["a", ""]`, "loam.toml: fencing[1].pods: name 1 is empty"},
 		{`["a", "b", "a"]`, `loam.toml: fencing[1].pods: "a" is listed twice`},
 	} {
-		_, err := ParseConfig("loam.toml", []byte(table+"pods = [\"p\"]\n[[fencing]]\nname = \"t\"\naddrs = [\"x:1\"]\npods = "+bad.pods+"\n"))
-		require.ErrorIs(t, err, ErrConfig)
+		_, err := controller.ParseConfig("loam.toml", []byte(table+"pods = [\"p\"]\n[[fencing]]\nname = \"t\"\naddrs = [\"x:1\"]\npods = "+bad.pods+"\n"))
+		require.ErrorIs(t, err, controller.ErrConfig)
 		require.ErrorContains(t, err, bad.want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/memstore"
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/fencemigrate"
@@ -26,7 +27,7 @@ func fuzzBlob[T any](t *testing.T, data []byte) {
 	if _, err := s.PutBlob(ctx, key, 0, data); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := getJSON[T](ctx, s, key)
+	v, _, err := controller.GetJSON[T](ctx, s, key)
 	if err != nil {
 		if !errors.Is(err, adapters.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 			t.Fatalf("want ErrCorrupt naming %s, got %v", key, err)
@@ -40,7 +41,7 @@ func fuzzBlob[T any](t *testing.T, data []byte) {
 	if _, err := s.PutBlob(ctx, key, 1, again); err != nil {
 		t.Fatal(err)
 	}
-	v2, _, err := getJSON[T](ctx, s, key)
+	v2, _, err := controller.GetJSON[T](ctx, s, key)
 	if err != nil {
 		t.Fatalf("re-encoded %s does not decode: %v", again, err)
 	}
@@ -66,21 +67,21 @@ func seedJSON(f *testing.F, vs ...any) {
 
 // FuzzCutoverRequestBlob: the request `cutover start` writes.
 func FuzzCutoverRequestBlob(f *testing.F) {
-	seedJSON(f, cutoverRequest{Plan: cutoverPlanForTest(), By: "ops", At: 1700000000000, From: 2})
+	seedJSON(f, controller.CutoverRequest{Plan: cutoverPlanForTest(), By: "ops", At: 1700000000000, From: 2})
 	f.Add([]byte(`{"plan":{"designated":5},"from":-1}`))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[cutoverRequest](t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[controller.CutoverRequest](t, data) })
 }
 
 // FuzzCutoverDecisionBlob: the decision `cutover finalize|rollback` writes.
 func FuzzCutoverDecisionBlob(f *testing.F) {
-	seedJSON(f, cutoverDecision{Decision: "finalize", By: "ops", At: 1}, cutoverDecision{Decision: "reverse"})
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[cutoverDecision](t, data) })
+	seedJSON(f, controller.CutoverDecision{Decision: "finalize", By: "ops", At: 1}, controller.CutoverDecision{Decision: "reverse"})
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[controller.CutoverDecision](t, data) })
 }
 
 // FuzzFailoverRequestBlob: the request `failover start` writes.
 func FuzzFailoverRequestBlob(f *testing.F) {
-	seedJSON(f, failoverRequest{Shard: "s0", Promoted: shardmap.Backend{Host: "10.0.0.2", Port: 5432, Database: "app"}, By: "ops", At: 1})
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[failoverRequest](t, data) })
+	seedJSON(f, controller.FailoverRequest{Shard: "s0", Promoted: shardmap.Backend{Host: "10.0.0.2", Port: 5432, Database: "app"}, By: "ops", At: 1})
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzBlob[controller.FailoverRequest](t, data) })
 }
 
 // FuzzParseAlertLines: an alerts file of any content is read line by line or refused
@@ -90,7 +91,7 @@ func FuzzParseAlertLines(f *testing.F) {
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(`{"op":"raise"}` + "\nnot json\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := parseAlertLines(data)
+		lines, err := controller.ParseAlertLines(data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "line ") {
 				t.Fatalf("the error names no line: %v", err)
@@ -102,7 +103,7 @@ func FuzzParseAlertLines(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := parseAlertLines(b)
+			back, err := controller.ParseAlertLines(b)
 			if err != nil || len(back) != 1 {
 				t.Fatalf("%s reads back as %v, %v", b, back, err)
 			}
@@ -142,7 +143,7 @@ func FuzzRoster(f *testing.F) {
 	f.Add(" ", "x=Q")
 	f.Fuzz(func(t *testing.T, pods, reports string) {
 		list := strings.Split(pods, ",")
-		if msg := checkRoster(list); msg != "" {
+		if msg := controller.CheckRoster(list); msg != "" {
 			return
 		}
 		seen := map[string]bool{}

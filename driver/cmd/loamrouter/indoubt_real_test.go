@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/conformance/pgtest"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/indoubt"
@@ -76,10 +77,10 @@ threshold = "1ms"
 		return path
 	}
 	procs := map[string]*proc{"a": start(t, dir, "a", "serve", "--config", conf("a"))}
-	waitAlert := func() alertLine {
-		var got []alertLine
+	waitAlert := func() controller.AlertLine {
+		var got []controller.AlertLine
 		require.Eventually(t, func() bool {
-			got, _ = readAlertLines(alerts)
+			got, _ = controller.ReadAlertLines(alerts)
 			return len(got) > 0
 		}, 20*time.Second, 20*time.Millisecond, "no alert delivered:\n%s", procs["a"].log())
 		return got[0]
@@ -95,7 +96,7 @@ threshold = "1ms"
 	// has run, then kill the leader.
 	var before indoubt.Snapshot
 	require.Eventually(t, func() bool {
-		before, _, err = getJSON[indoubt.Snapshot](t.Context(), st, driver.SnapshotKey("indoubt", "default/app"))
+		before, _, err = controller.GetJSON[indoubt.Snapshot](t.Context(), st, driver.SnapshotKey("indoubt", "default/app"))
 		return err == nil && len(before.Outbox) == 0 && len(before.Alerts) == 1 && before.Round >= 3
 	}, 10*time.Second, 10*time.Millisecond)
 	procs["a"].signal(syscall.SIGKILL)
@@ -105,11 +106,11 @@ threshold = "1ms"
 	// b resumes: later rounds, the same alert still raised, not delivered again.
 	var after indoubt.Snapshot
 	require.Eventually(t, func() bool {
-		after, _, err = getJSON[indoubt.Snapshot](t.Context(), st, driver.SnapshotKey("indoubt", "default/app"))
+		after, _, err = controller.GetJSON[indoubt.Snapshot](t.Context(), st, driver.SnapshotKey("indoubt", "default/app"))
 		return err == nil && after.Round >= killedAt+5
 	}, 15*time.Second, 20*time.Millisecond, "the standby did not carry the rounds on:\n%s", procs["b"].log())
 	require.Len(t, after.Alerts, 1)
-	lines, err := readAlertLines(alerts)
+	lines, err := controller.ReadAlertLines(alerts)
 	require.NoError(t, err)
 	require.Len(t, lines, 1, "the alert was delivered again after the takeover: %+v", lines)
 

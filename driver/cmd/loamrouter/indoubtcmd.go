@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/machine/indoubt"
 )
@@ -66,7 +67,7 @@ the shard data in view, using the gid, owner and database shown.`,
 			now := time.Now().UnixMilli()
 			if scan {
 				if dc == nil {
-					return fmt.Errorf("%s has no [[databases]] table in %s: scanning needs shard_user", ref, c.cfg.path)
+					return fmt.Errorf("%s has no [[databases]] table in %s: scanning needs shard_user", ref, c.cfg.Source())
 				}
 				rep.Source = "scan"
 				if err := c.scanPrepared(cmd.Context(), st, ref, dc, &rep, now); err != nil {
@@ -74,7 +75,7 @@ the shard data in view, using the gid, owner and database shown.`,
 				}
 			} else {
 				rep.Source = "monitor"
-				snap, _, err := getJSON[indoubt.Snapshot](cmd.Context(), st, driver.SnapshotKey("indoubt", ref.String()))
+				snap, _, err := controller.GetJSON[indoubt.Snapshot](cmd.Context(), st, driver.SnapshotKey("indoubt", ref.String()))
 				if errors.Is(err, adapters.ErrNotFound) {
 					return fmt.Errorf("the in-doubt monitor of %s has not run yet (is `loamrouter serve` running with it enabled?); --scan lists the shards now", ref)
 				}
@@ -127,7 +128,7 @@ func row(shard string, x indoubt.Xact, deployment string, now, firstSeen int64) 
 	return r
 }
 
-func (c *cli) scanPrepared(ctx context.Context, st Store, ref adapters.DBRef, dc *DatabaseConfig, rep *indoubtReport, now int64) error {
+func (c *cli) scanPrepared(ctx context.Context, st Store, ref adapters.DBRef, dc *controller.DatabaseConfig, rep *indoubtReport, now int64) error {
 	rec, err := st.Read(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
@@ -136,11 +137,11 @@ func (c *cli) scanPrepared(ctx context.Context, st Store, ref adapters.DBRef, dc
 	if err != nil {
 		return err
 	}
-	defer f.close()
-	f.learn(rec)
-	for _, l := range layouts(rec) {
+	defer f.Close()
+	f.Learn(rec)
+	for _, l := range controller.Layouts(rec) {
 		for _, s := range l.Shards {
-			b, err := f.backend(ctx, driver.BackendKey(s.Backend))
+			b, err := f.Backend(ctx, driver.BackendKey(s.Backend))
 			if err == nil {
 				var xs []adapters.PreparedXact
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"loam.dev/router/controller"
 )
 
 func newLSNCmd(c *cli) *cobra.Command {
@@ -60,7 +62,7 @@ var errNoLSNMonitor = errors.New("the daemon runs no LSN monitor")
 
 // fetchLSNView reads the view from a daemon's /status.
 // /status needs a credential: the CLI's controller.token_env/token_file (or --token-env).
-func (c *cli) fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
+func (c *cli) fetchLSNView(ctx context.Context, addr string) (*controller.LSNView, error) {
 	if addr == "off" {
 		return nil, errors.New("controller.listen is off: the daemon serves no /status; give --addr of a daemon that listens")
 	}
@@ -98,7 +100,7 @@ func (c *cli) fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
 		return nil, fmt.Errorf("%s/status answered %s: %s", addr, res.Status, strings.TrimSpace(string(body)))
 	}
 	var st struct {
-		LSN *lsnView `json:"lsn"`
+		LSN *controller.LSNView `json:"lsn"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		return nil, fmt.Errorf("%s/status: %w", addr, err)
@@ -110,7 +112,7 @@ func (c *cli) fetchLSNView(ctx context.Context, addr string) (*lsnView, error) {
 }
 
 // printLSNView prints the view as the proxy's table does (NULL for no position).
-func printLSNView(w io.Writer, v *lsnView, wide bool) error {
+func printLSNView(w io.Writer, v *controller.LSNView, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "hostname\tport\tlsn"
 	if wide {

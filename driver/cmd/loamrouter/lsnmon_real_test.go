@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/conformance/pgtest"
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/lsn"
 )
 
@@ -29,23 +30,23 @@ func TestRealLSNMonitor(t *testing.T) {
 	conf := lsnConfig(t, dir, listen, pAddr, sAddr)
 	serveInProcess(t, conf, listen)
 
-	row := func(v lsnView, port int) lsnRow {
+	row := func(v controller.LSNView, port int) controller.LSNRow {
 		for _, r := range v.Rows {
 			if r.Port == port {
 				return r
 			}
 		}
 		t.Fatalf("no row for port %d in %+v", port, v)
-		return lsnRow{}
+		return controller.LSNRow{}
 	}
-	pos := func(r lsnRow) lsn.LSN {
+	pos := func(r controller.LSNRow) lsn.LSN {
 		require.NotNil(t, r.LSN, "%+v", r)
 		l, err := lsn.Parse(*r.LSN)
 		require.NoError(t, err)
 		require.Equal(t, uint64(l), *r.Position, "the number is the position")
 		return l
 	}
-	var v lsnView
+	var v controller.LSNView
 	require.Eventually(t, func() bool {
 		v = lsnStats(t, conf)
 		return len(v.Rows) == 2 && v.Rows[0].LSN != nil && v.Rows[1].LSN != nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,28 +13,20 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/controller"
 )
 
 // serveInProcess runs `serve --config conf` in this process until the test ends, and waits
 // for its /status.
 func serveInProcess(t *testing.T, conf, listen string) {
 	t.Helper()
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-served)
-	})
+	stop := serveIn(t, &cli{}, conf, nil)
+	t.Cleanup(func() { require.NoError(t, stop()) })
 	require.Eventually(t, func() bool {
 		_, err := getStatus(listen)
 		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "the daemon never served /status")
+	}, 60*time.Second, 10*time.Millisecond, "the daemon never served /status")
 }
 
 // lsnConfig writes a loam.toml whose [lsn] lists endpoints ("host:port").
@@ -81,11 +71,11 @@ func scrape(t *testing.T, listen string) map[string]float64 {
 }
 
 // lsnStats runs `lsn stats --output json` against the daemon.
-func lsnStats(t *testing.T, conf string) lsnView {
+func lsnStats(t *testing.T, conf string) controller.LSNView {
 	t.Helper()
 	out, _, err := runSplit(t, "--config", conf, "lsn", "stats", "--output", "json")
 	require.NoError(t, err, out)
-	var v lsnView
+	var v controller.LSNView
 	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
 	return v
 }
@@ -101,7 +91,7 @@ func TestLSNMonitorUnreachableEndpoint(t *testing.T) {
 	conf := lsnConfig(t, dir, listen, closed)
 	serveInProcess(t, conf, listen)
 	_, port, _ := strings.Cut(closed, ":")
-	var v lsnView
+	var v controller.LSNView
 	require.Eventually(t, func() bool {
 		v = lsnStats(t, conf)
 		return len(v.Rows) == 1 && v.Rows[0].PollErrors >= 3

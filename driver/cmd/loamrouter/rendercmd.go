@@ -9,30 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters/configmap"
+	"loam.dev/router/controller"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 )
-
-// credentials are the logins a database's rendered files carry, from loam.toml and the
-// environment variables it names.
-func (d *DatabaseConfig) credentials() render.Credentials {
-	cr := render.Credentials{Admin: render.Admin{User: d.AdminUser, Password: render.Secret(secret(d.AdminPasswordEnv))}}
-	if d.AppUser != "" {
-		cr.Users = append(cr.Users, render.User{Name: d.AppUser, Password: render.Secret(secret(d.AppPasswordEnv))})
-	}
-	if d.SchemaAdmin != "" {
-		cr.SchemaAdmin = render.User{Name: d.SchemaAdmin, Password: render.Secret(secret(d.SchemaAdminPasswordEnv))}
-	}
-	return cr
-}
-
-// renderFiles renders the record for its router with the database's credentials.
-func renderFiles(rec *shardmap.Record, d *DatabaseConfig) (render.Files, error) {
-	if rec.Router.Kind == shardmap.Vitess {
-		return render.Vitess(rec, d.credentials(), render.VitessOptions{})
-	}
-	return render.PgDog(rec, d.credentials(), render.PgDogOptions{TLS: render.TLS{Insecure: d.Insecure}})
-}
 
 func newRenderCmd(c *cli) *cobra.Command {
 	r := &cobra.Command{
@@ -65,9 +45,9 @@ files are printed, secrets redacted in users.toml unless --show-secrets.`,
 				}
 				d, ok := c.cfg.Database(ref)
 				if !ok {
-					return fmt.Errorf("%s has no [[databases]] table in %s: the files need its logins (app_user, admin_password_env, ...)", ref, c.cfg.path)
+					return fmt.Errorf("%s has no [[databases]] table in %s: the files need its logins (app_user, admin_password_env, ...)", ref, c.cfg.Source())
 				}
-				files, err := renderFiles(rec, d)
+				files, err := controller.RenderFiles(rec, d)
 				if err != nil {
 					return err
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 )
 
@@ -68,7 +69,7 @@ func TestProgressFromAudit(t *testing.T) {
 		{At: 0, Event: driver.AuditExec, Step: "app/4/begin@12"},
 		poll(1000, 9_000_000), poll(2000, 7_000_000), poll(3000, 5_000_000),
 	}
-	p := progressFromAudit("default/app", entries, 1_000_000, timeAt(3500))
+	p := controller.ProgressFromAudit("default/app", entries, 1_000_000, timeAt(3500))
 	require.Equal(t, "copy", p.Current)
 	require.Equal(t, int64(5_000_000), p.LagBytes)
 	require.InDelta(t, 2_000_000, p.RateBytesSec, 1)
@@ -76,13 +77,13 @@ func TestProgressFromAudit(t *testing.T) {
 	require.Equal(t, int64(3500), p.ElapsedMS)
 	entries = append(entries, driver.AuditEntry{At: 4000, Event: driver.AuditExec, Step: "app/4/pause/pgdog-1"},
 		driver.AuditEntry{At: 4100, Event: driver.AuditExec, Step: "app/4/undo/unfence/s0"})
-	p = progressFromAudit("default/app", entries, 1_000_000, timeAt(4200))
+	p = controller.ProgressFromAudit("default/app", entries, 1_000_000, timeAt(4200))
 	require.Equal(t, "pause", p.Current)
 	require.Equal(t, "done", p.Steps[0].State)
 	require.Equal(t, "running", p.Steps[1].State)
 	require.True(t, p.Rollback)
 	require.Zero(t, p.ETAMS, "no copy ETA once the copy is over")
-	require.Equal(t, "[█▶·····]", p.bar())
+	require.Equal(t, "[█▶·····]", progressBar(p))
 }
 
 func itoaTest(n int) string { return strconv.Itoa(n) }

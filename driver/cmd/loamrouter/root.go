@@ -17,6 +17,7 @@ import (
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/adapters/tikv"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 )
 
@@ -31,9 +32,9 @@ type cli struct {
 	logLevel   string
 	tokenEnv   string
 
-	cfg  *Config
+	cfg  *controller.Config
 	log  *slog.Logger
-	open opener
+	open controller.Opener
 	// store, when set, is used instead of opening one (tests: an in-process TiKV); it is
 	// not closed by the commands.
 	store Store
@@ -111,9 +112,9 @@ func (c *cli) setup(cmd *cobra.Command) error {
 	}
 	var err error
 	if path != "" {
-		c.cfg, err = LoadConfig(path)
+		c.cfg, err = controller.LoadConfig(path)
 	} else {
-		c.cfg, err = ParseConfig("(defaults)", nil)
+		c.cfg, err = controller.ParseConfig("(defaults)", nil)
 	}
 	if err != nil {
 		return err
@@ -127,10 +128,9 @@ func (c *cli) setup(cmd *cobra.Command) error {
 	return nil
 }
 
-// Store is what every command works on: records and blobs.
+// Store is what every command works on: a controller's store, closed when the command ends.
 type Store interface {
-	adapters.ShardMapStore
-	adapters.BlobStore
+	controller.Store
 	Close() error
 }
 
@@ -149,11 +149,11 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 			return tikv.Open(strings.Split(pd, ","), nil)
 		}
 		if eps, ok := strings.CutPrefix(u, "etcd://"); ok {
-			e, err := etcdURL(eps)
+			e, err := controller.EtcdURL(eps)
 			if err != nil {
 				return nil, err
 			}
-			return openEtcd(e)
+			return controller.OpenEtcd(e)
 		}
 		return c.dial(u, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
@@ -166,7 +166,7 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		}
 		return st, nil
 	case "etcd":
-		return openEtcd(&s.Etcd)
+		return controller.OpenEtcd(&s.Etcd)
 	case "remote":
 		return c.dial(s.URL, "store.token", s.TokenEnv, s.TokenFile)
 	}
@@ -247,11 +247,11 @@ func (c *cli) audit(st adapters.BlobStore) *driver.Audit {
 }
 
 // opener reaches databases' routers and shards (tests and the demo put their own in).
-func (c *cli) opener() opener {
+func (c *cli) opener() controller.Opener {
 	if c.open != nil {
 		return c.open
 	}
-	return openFleet
+	return controller.OpenFleet
 }
 
 // unclosed is a store whose Close is left to its owner.

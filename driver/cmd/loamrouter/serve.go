@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/driver"
+	"loam.dev/router/controller"
 )
 
 func newServeCmd(c *cli) *cobra.Command {
@@ -103,8 +105,8 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 		defer signal.Stop(sigs)
-		c.log.Info("draining: starting nothing new; a second signal stops at once", "timeout", cfg.Controller.DrainTimeout.Or(defaultDrain))
-		t := time.NewTimer(cfg.Controller.DrainTimeout.Or(defaultDrain))
+		c.log.Info("draining: starting nothing new; a second signal stops at once", "timeout", cfg.Controller.DrainTimeout.Or(controller.DefaultDrainTimeout))
+		t := time.NewTimer(cfg.Controller.DrainTimeout.Or(controller.DefaultDrainTimeout))
 		defer t.Stop()
 		select {
 		case <-sigs:
@@ -121,17 +123,20 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		return err
 	}
 	defer st.Close()
-	d, err := c.newDaemon(st, drain)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d, err := controller.New(*cfg, controller.WithStore(st), controller.WithLogger(c.log), controller.WithRegisterer(reg), controller.WithFleets(c.opener()))
 	if err != nil {
 		return err
 	}
-	lsnMon, err := startLSNMonitor(cfg.LSN, c.log)
+	context.AfterFunc(cmd.Context(), d.Drain)
+	lsnMon, err := controller.StartLSNMonitor(cfg.LSN, c.log)
 	if err != nil {
 		return err
 	}
 	if lsnMon != nil {
-		defer lsnMon.close()
-		d.m.reg.MustRegister(lsnMon)
+		defer lsnMon.Close()
+		reg.MustRegister(lsnMon)
 	}
 
 	if cfg.Controller.Listen != "off" {
@@ -140,19 +145,11 @@ func (c *cli) serve(cmd *cobra.Command) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", d.m.handler())
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.Handle("/status", httpstore.Authenticate(ls.opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tok, leader := d.lease.Valid()
 			w.Header().Set("Content-Type", "application/json")
-			st := map[string]any{"holder": cfg.Controller.ID, "leader": leader, "epoch": tok.Epoch, "pid": os.Getpid()}
-			if why := d.lease.Why(); why != "" {
-				st["why"] = why // why this controller does not lead (a lost lease, no quorum)
-			}
-			if lsnMon != nil {
-				st["lsn"] = lsnMon.view() // stats_pgsql_lsn
-			}
-			_ = json.NewEncoder(w).Encode(st)
+			_ = json.NewEncoder(w).Encode(daemonStatus{Status: d.Status(), PID: os.Getpid(), LSN: lsnMon.View()})
 		})))
 		mux.Handle("/v1/", httpstore.Handler(st, ls.opts))
 		srv := ls.serve(mux, c.log)
@@ -160,52 +157,20 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		c.log.Info("listening", "url", ls.url(), "paths", "/metrics /healthz (open) /status /v1/ (store; credential needed)", "credentials", len(cfg.Credentials))
 	}
 	if cfg.Store.Kind != "remote" { // the store server prunes a remote store
-		go keepPruning(hard, st, cfg.Retention, c.log)
+		go controller.KeepPruning(hard, st, cfg.Retention, c.log)
 	}
 	c.log.Info("controller starting", "id", cfg.Controller.ID, "store", cfg.Store.Kind, "databases", len(cfg.Databases))
-	err = d.run(hard)
+	err = d.Run(hard)
 	if errors.Is(err, context.Canceled) && hard.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// newDaemon builds the controller on an open store; drain asks it to stop gracefully.
-func (c *cli) newDaemon(st Store, drain <-chan struct{}) (*daemon, error) {
-	cfg := c.cfg
-	d := &daemon{cfg: cfg, log: c.log, store: st, drain: drain}
-	var err error
-	d.lease, err = driver.NewLease(st, driver.LeaseOptions{
-		Holder: cfg.Controller.ID, TTL: cfg.Controller.LeaseTTL.Duration, MaxTTL: cfg.Controller.LeaseMaxTTL.Duration, Logger: c.log,
-		OnChange: func(t driver.Token, held bool) {
-			v := 0.0
-			if held {
-				v = 1
-			}
-			d.m.leader.WithLabelValues(t.Holder).Set(v)
-			d.m.leaseEpoch.Set(float64(t.Epoch))
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.guarded = driver.GuardedStore{Store: st, Lease: d.lease}
-	// On a store-kept lease (etcd) the audit log is written through the guarded store too,
-	// so a command's exec entry, written before the command runs, is refused by the store
-	// once the tenure has ended, and the command with it.
-	var auditStore adapters.BlobStore = st
-	if d.lease.Native() {
-		auditStore = d.guarded
-	}
-	d.audit = driver.NewAudit(auditStore, d.token, c.log)
-	d.m = newMetrics(func() float64 { return float64(d.audit.Failures.Load()) })
-	d.m.leader.WithLabelValues(cfg.Controller.ID).Set(0)
-	d.open = c.opener()
-	switch cfg.Alerts.Kind {
-	case "file":
-		d.alerts = &fileAlerts{path: cfg.Alerts.Path}
-	default:
-		d.alerts = driver.LogAlerts{Logger: c.log}
-	}
-	return d, nil
+// daemonStatus is /status: the controller's, the process's id, and the LSN monitor's
+// stats_pgsql_lsn view when it runs one.
+type daemonStatus struct {
+	controller.Status
+	PID int                 `json:"pid"`
+	LSN *controller.LSNView `json:"lsn,omitempty"`
 }

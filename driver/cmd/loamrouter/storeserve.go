@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/controller"
 )
 
 func newStoreServeCmd(c *cli) *cobra.Command {
@@ -42,7 +43,7 @@ is the URL.`,
 				return err
 			}
 			defer st.Close()
-			go keepPruning(cmd.Context(), st, c.cfg.Retention, c.log)
+			go controller.KeepPruning(cmd.Context(), st, c.cfg.Retention, c.log)
 			srv := ls.serve(httpstore.Handler(st, ls.opts), c.log)
 			fmt.Fprintln(cmd.OutOrStdout(), ls.url())
 			c.log.Info("serving the store", "url", ls.url(), "store", c.cfg.Store.Kind, "credentials", len(c.cfg.Credentials))

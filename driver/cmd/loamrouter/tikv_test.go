@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -37,15 +36,7 @@ func TestDaemonOnTiKV(t *testing.T) {
 	require.NoError(t, err)
 
 	mk := func() *cli { return &cli{open: w.opener("pgdog-1", "pgdog-2", "pgdog-3"), store: st} }
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(mk())
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, mk(), conf, nil)
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()

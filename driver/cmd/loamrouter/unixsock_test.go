@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/controller"
 )
 
 // TestUnixSocketListen: controller.listen = "unix:<path>" serves without a credential on a
@@ -20,16 +21,8 @@ func TestUnixSocketListen(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(sock), 0o700))
 	conf := filepath.Join(dir, "loam.toml")
 	require.NoError(t, os.WriteFile(conf, []byte("[controller]\nid = \"ctl-unix\"\nlisten = \"unix:"+sock+"\"\n[store]\ndir = \""+filepath.Join(dir, "data")+"\"\n"), 0o600))
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
 	var logs bytes.Buffer
-	go func() {
-		root := newRootFor(&cli{})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&logs)
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{}, conf, &logs)
 	require.Eventually(t, func() bool {
 		fi, err := os.Stat(sock)
 		return err == nil && fi.Mode()&os.ModeSocket != 0
@@ -47,7 +40,7 @@ func TestUnixSocketListen(t *testing.T) {
 	open := filepath.Join(dir, "open")
 	require.NoError(t, os.MkdirAll(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o777))
-	c := &cli{cfg: &Config{}}
+	c := &cli{cfg: &controller.Config{}}
 	_, err = c.listen("controller.listen", "unix:"+filepath.Join(open, "ctl.sock"), nil)
 	require.ErrorContains(t, err, "is writable by others")
 }

@@ -68,15 +68,7 @@ timeout = "20s"
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{})
-		root.SetArgs([]string{"--config", conf, "serve", "--log-level", "warn"})
-		root.SetErr(&bytes.Buffer{})
-		served <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() { stop(); <-served })
+	serveIn(t, &cli{}, conf, nil)
 	return conf
 }
 

@@ -1,0 +1,76 @@
+package controller_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
+	"loam.dev/router/controller"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/cutover"
+)
+
+// TestNewValidatesACopy: a config built in Go is checked as loam.toml is (the error names
+// the key), the defaults are filled in the controller's copy, and the caller's value is
+// left as it was.
+func TestNewValidatesACopy(t *testing.T) {
+	st := memstore.New()
+	_, err := controller.New(controller.Config{Controller: controller.ControllerConfig{LeaseTTL: controller.Duration{Duration: 10 * time.Millisecond}}}, controller.WithStore(st))
+	var ce *controller.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "controller.lease_ttl", ce.Key)
+	require.ErrorIs(t, err, controller.ErrConfig)
+
+	_, err = controller.New(controller.Config{})
+	require.ErrorIs(t, err, controller.ErrNoStore)
+
+	cfg := controller.Config{Controller: controller.ControllerConfig{Listen: "off"},
+		Databases: []controller.DatabaseConfig{{Name: "app", Routers: []controller.RouterConfig{{ID: "r1", Admin: "h:1"}}}}}
+	ctl, err := controller.New(cfg, controller.WithStore(st))
+	require.NoError(t, err)
+	require.Equal(t, "default", ctl.Config().Databases[0].Namespace, "the controller's copy has the defaults")
+	require.Equal(t, "pgdog", ctl.Config().Databases[0].Routers[0].Kind)
+	require.Empty(t, cfg.Databases[0].Namespace, "the caller's config is not changed")
+	require.Empty(t, cfg.Databases[0].Routers[0].Kind)
+	require.False(t, ctl.Status().Leader, "nothing runs before Run")
+}
+
+// TestRequests: the requests refuse what the controller could not run, with errors to
+// branch on: a second cutover, a decision without one, a failover of a shard the record
+// does not have.
+func TestRequests(t *testing.T) {
+	ctx := t.Context()
+	st := memstore.New()
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	rec := shardmap.NewPgHash("app", shardmap.Key{Column: "id", Type: shardmap.Bigint},
+		shardmap.Backend{Host: "10.0.0.1", Port: 5432, Database: "app"},
+		shardmap.Backend{Host: "10.0.0.2", Port: 5432, Database: "app"})
+	_, err := st.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+	r := controller.Requests{Store: st, By: "test"}
+
+	require.ErrorIs(t, r.DecideCutover(ctx, ref, controller.Finalize), controller.ErrNoCutover)
+	req, err := r.StartCutover(ctx, ref, cutover.Plan{Designated: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, rec.Generation, req.From, "the cutover starts from the record's generation")
+	_, err = r.StartCutover(ctx, ref, cutover.Plan{Designated: "r1"})
+	require.ErrorIs(t, err, adapters.ErrConflict, "one cutover at a time")
+	require.NoError(t, r.DecideCutover(ctx, ref, controller.Reverse))
+	require.NoError(t, r.DecideCutover(ctx, ref, controller.Finalize), "a later decision replaces the first")
+	dec, _, err := controller.GetJSON[controller.CutoverDecision](ctx, st, controller.CutoverDecisionKey(ref))
+	require.NoError(t, err)
+	require.Equal(t, controller.Finalize, dec.Decision)
+	require.Error(t, r.DecideCutover(ctx, ref, "maybe"))
+
+	_, err = r.Failover(ctx, ref, "s9", shardmap.Backend{Host: "10.0.0.9", Port: 5432})
+	require.ErrorIs(t, err, controller.ErrNoShard)
+	fo, err := r.Failover(ctx, ref, rec.Shards[1].Name, shardmap.Backend{Host: "10.0.0.9", Port: 5432})
+	require.NoError(t, err)
+	require.Equal(t, "app", fo.Promoted.Database, "the promoted primary's database defaults to the shard's")
+	_, err = r.FailoverOutcome(ctx, ref, fo)
+	require.True(t, errors.Is(err, adapters.ErrNotFound), "no outcome before a controller ran it: %v", err)
+}

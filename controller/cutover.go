@@ -1,0 +1,330 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/render"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/configpush"
+	"loam.dev/router/machine/cutover"
+)
+
+// Operators ask the controller for a cutover through the store: `cutover start` writes a
+// request blob, `cutover finalize|rollback` a decision blob beside it. The active
+// controller runs the request and, when the cutover is done, moves its outcome to the
+// history and removes the request; a controller that takes over finds the request and the
+// machine's snapshot and resumes.
+
+// CutoverRequestKey is where `cutover start` (Requests.StartCutover) stores the request,
+// CutoverDecisionKey the operator's decision, CutoverHistoryKey the filed outcome.
+func CutoverRequestKey(ref adapters.DBRef) string  { return "request/cutover/" + ref.String() }
+func CutoverDecisionKey(ref adapters.DBRef) string { return "request/cutover-decision/" + ref.String() }
+func CutoverHistoryKey(ref adapters.DBRef, gen uint64) string {
+	return fmt.Sprintf("history/cutover/%s/%020d", ref, gen)
+}
+
+// CutoverRequest is what `cutover start` stores.
+type CutoverRequest struct {
+	Plan cutover.Plan `json:"plan"`
+	By   string       `json:"by"`
+	At   int64        `json:"at"`
+	// From is the generation the cutover starts from (the record's when requested).
+	From uint64 `json:"from"`
+}
+
+// CutoverDecision is what `cutover finalize` and `cutover rollback` store.
+type CutoverDecision struct {
+	Decision string `json:"decision"` // finalize or reverse
+	By       string `json:"by"`
+	At       int64  `json:"at"`
+}
+
+// CutoverResult is a finished cutover, kept in the history.
+type CutoverResult struct {
+	Request    CutoverRequest `json:"request"`
+	Outcome    string         `json:"outcome"`
+	Generation uint64         `json:"generation"`
+	Reason     string         `json:"reason,omitempty"`
+	Missed     []string       `json:"missed,omitempty"`
+	Lagging    []string       `json:"lagging,omitempty"`
+	Unresumed  []string       `json:"unresumed,omitempty"`
+	Ended      int64          `json:"ended"`
+}
+
+// GetJSON reads the JSON blob at key and its version; a blob that does not decode is
+// adapters.ErrCorrupt.
+func GetJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, uint64, error) {
+	var v T
+	b, err := s.GetBlob(ctx, key)
+	if err != nil {
+		return v, 0, err
+	}
+	if err := json.Unmarshal(b.Data, &v); err != nil {
+		return v, 0, fmt.Errorf("%s: %w: %v", key, adapters.ErrCorrupt, err)
+	}
+	return v, b.Version, nil
+}
+
+// runCutovers looks for a cutover request of the database and runs it, until ctx ends or
+// the daemon drains.
+func (d *Controller) runCutovers(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, log *slog.Logger) {
+	poll := d.poll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	for {
+		req, _, err := GetJSON[CutoverRequest](ctx, d.store, CutoverRequestKey(ref))
+		switch {
+		case err == nil:
+			d.runCutover(ctx, dc, ref, f, req, log.With("machine", "cutover"))
+		case !errors.Is(err, adapters.ErrNotFound) && ctx.Err() == nil:
+			log.Warn("reading the cutover request failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.drain:
+			return
+		case <-time.After(poll):
+		}
+	}
+}
+
+// runCutover runs (or resumes) one requested cutover to its end, then files it in the
+// history.
+func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, req CutoverRequest, log *slog.Logger) {
+	snapKey := driver.SnapshotKey("cutover", ref.String())
+	var start []cutover.Input
+	if b, err := d.store.GetBlob(ctx, snapKey); err == nil {
+		var s cutover.Snapshot
+		if err := json.Unmarshal(b.Data, &s); err == nil {
+			if m, err := cutover.Restore(s); err == nil {
+				if out, done := m.Done(); done {
+					log.Info("the cutover had ended; filing it", "outcome", out)
+					d.fileCutover(ctx, ref, req, cutover.Done{Outcome: out, Generation: m.Generation()}, log)
+					return
+				}
+			}
+		}
+	} else if errors.Is(err, adapters.ErrNotFound) {
+		// No snapshot: a fresh start, unless this very request already ran and was filed
+		// (a crash between removing the snapshot and removing the request). A cutover
+		// that ended is never run again.
+		switch h, _, err := GetJSON[CutoverResult](ctx, d.store, CutoverHistoryKey(ref, req.From)); {
+		case err == nil && sameRequest(h.Request, req):
+			log.Info("the cutover had ended and was filed; clearing its request", "outcome", h.Outcome, "generation", h.Generation)
+			d.clearCutover(ctx, ref, log)
+			return
+		case err != nil && !errors.Is(err, adapters.ErrNotFound):
+			log.Error("cannot read the cutover history; not starting the cutover until it can be (a filed cutover is never run again)", "key", CutoverHistoryKey(ref, req.From), "err", err)
+			return
+		}
+		rec, err := d.store.Read(ctx, ref)
+		if err != nil {
+			log.Error("cannot read the record to start the cutover", "err", err)
+			return
+		}
+		// A push of this generation still retrying could reload the designated instance
+		// after its CUTOVER and undo the swap: start only once that push has ended.
+		if !d.pushEnded(ctx, ref, rec.Generation, log) {
+			return
+		}
+		start = []cutover.Input{cutover.Start{Record: rec, Plan: req.Plan}}
+		_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
+			What: fmt.Sprintf("cutover of %s requested by %s: generation %d, designated %s", ref, req.By, rec.Generation, req.Plan.Designated), Result: "ok"})
+	} else {
+		log.Error("reading the cutover snapshot failed", "err", err)
+		return
+	}
+
+	inputs := make(chan cutover.Input, 4)
+	var done cutover.Done
+	var once sync.Once
+	finished := make(chan struct{})
+	exec := &driver.CutoverExecutor{
+		DB: ref, Store: d.guarded, Target: d.target(dc, f),
+		Render:    func(r *shardmap.Record) (render.Files, error) { return RenderFiles(r, dc) },
+		Instance:  driver.Lookup(f.Routers),
+		Resharder: driver.Lookup(f.Resharders),
+		Backend:   f.backendLookup(ctx),
+		Logger:    log,
+		OnDone: func(c cutover.Done) {
+			once.Do(func() {
+				done = c
+				close(finished)
+			})
+		},
+	}
+	var stepMu sync.Mutex
+	stepStart := map[string]time.Time{}
+	audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: ref.String(), Next: exec, Audit: d.audit, Valid: d.lease.Valid,
+		Detail: cutoverDetail,
+		OnResult: func(c cutover.Command, in cutover.Input, e driver.AuditEntry) {
+			d.m.step("cutover", e)
+			if r, ok := c.(cutover.Reload); ok && e.OK() {
+				d.m.routerGeneration.WithLabelValues(ref.String(), r.Instance).Set(float64(r.Generation))
+			}
+			step := progressStep(parseStage(e.Step))
+			if step == "" {
+				return
+			}
+			stepMu.Lock()
+			defer stepMu.Unlock()
+			if _, ok := stepStart[step]; !ok {
+				stepStart[step] = time.Now().Add(-time.Duration(e.DurationMS) * time.Millisecond)
+				for s, t0 := range stepStart {
+					if s != step && stepIndex(s) < stepIndex(step) {
+						d.m.cutoverStepTime.WithLabelValues(ref.String(), s).Observe(time.Since(t0).Seconds())
+						delete(stepStart, s)
+					}
+				}
+			}
+			d.m.cutoverAt(ref.String(), step)
+		}}
+	// The operator's decision is forwarded until the machine ends: before the point of no
+	// return a finalize is ignored by it, so it must come again later.
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			dec, _, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
+			if err == nil {
+				var in cutover.Input = cutover.Finalize{}
+				if dec.Decision == "reverse" {
+					in = cutover.Reverse{}
+				}
+				select {
+				case inputs <- in:
+				case <-finished:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case <-t.C:
+			case <-finished:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		select {
+		case <-finished:
+			close(inputs)
+		case <-ctx.Done():
+		}
+	}()
+	d.keepRunning(ctx, log, "cutover", func() error {
+		err := driver.Run(ctx, driver.Cutover(audited), driver.Config[cutover.Input]{
+			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: inputs, Drain: d.drain,
+		}, start...)
+		start = nil // a run that stopped resumes from its snapshot
+		return err
+	})
+	select {
+	case <-finished:
+		d.m.cutoverAt(ref.String(), "")
+		d.fileCutover(ctx, ref, req, done, log)
+	default:
+	}
+}
+
+// pushEnded waits until ConfigPush has finished pushing generation gen (or a newer one), so
+// that no reload of it is still in flight or due for a retry. It returns false if ctx ends
+// or the daemon drains first.
+func (d *Controller) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint64, log *slog.Logger) bool {
+	key := driver.SnapshotKey("configpush", ref.String())
+	since := time.Now()
+	for {
+		s, _, err := GetJSON[configpush.Snapshot](ctx, d.store, key)
+		if err == nil && s.Push != nil && (s.Push.Generation > gen || s.Push.Generation == gen && s.Push.Done) {
+			return true
+		}
+		if time.Since(since) > 10*time.Second {
+			log.Warn("the cutover waits for ConfigPush to finish pushing the record's generation", "gen", gen)
+			since = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-d.drain:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// fileCutover moves an ended cutover to the history and clears the request, so the next
+// request starts a new machine.
+func (d *Controller) fileCutover(ctx context.Context, ref adapters.DBRef, req CutoverRequest, done cutover.Done, log *slog.Logger) {
+	res := CutoverResult{Request: req, Outcome: done.Outcome.String(), Generation: done.Generation, Reason: done.Reason,
+		Missed: done.Missed, Lagging: done.Lagging, Unresumed: done.Unresumed, Ended: time.Now().UnixMilli()}
+	data, _ := json.Marshal(res)
+	if _, err := d.guarded.PutBlob(ctx, CutoverHistoryKey(ref, req.From), 0, data); err != nil && !errors.Is(err, adapters.ErrConflict) {
+		log.Error("filing the cutover failed; will try again", "err", err)
+		return
+	}
+	if !d.clearCutover(ctx, ref, log) {
+		return
+	}
+	_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
+		What: fmt.Sprintf("cutover ended: %s at generation %d%s", res.Outcome, res.Generation, prefixed(": ", res.Reason)), Result: "ok"})
+	log.Info("cutover ended", "outcome", res.Outcome, "generation", res.Generation, "reason", res.Reason)
+}
+
+// clearCutover removes a filed cutover's snapshot, decision and request, in that order: the
+// request goes last, so a crash in between leaves a request that runCutover finds filed in
+// the history and clears without running it again.
+func (d *Controller) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog.Logger) bool {
+	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), CutoverDecisionKey(ref), CutoverRequestKey(ref)} {
+		if b, err := d.store.GetBlob(ctx, key); err == nil {
+			if err := d.guarded.DeleteBlob(ctx, key, b.Version); err != nil {
+				log.Error("clearing the finished cutover failed; will try again", "key", key, "err", err)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameRequest reports whether the history's request is req (another cutover from the same
+// generation, after a rollback, is a new request).
+func sameRequest(a, b CutoverRequest) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// cutoverDetail says what a reply carried, for the audit log and progress estimates.
+func cutoverDetail(in cutover.Input) string {
+	switch r := in.(type) {
+	case cutover.CopyPolled:
+		return fmt.Sprintf("lag=%d task=%s", r.LagBytes, r.Task.State)
+	case cutover.CopyStarted:
+		return fmt.Sprintf("task=%d", r.Task)
+	case cutover.RecordWritten:
+		if r.Conflict != nil {
+			return fmt.Sprintf("conflict version=%d gen=%d", r.Conflict.Version, r.Conflict.Generation)
+		}
+		return fmt.Sprintf("version=%d", r.Version)
+	case cutover.TasksListed:
+		var parts []string
+		for _, t := range r.Tasks {
+			parts = append(parts, fmt.Sprintf("%d:%s", t.ID, t.State))
+		}
+		return "tasks=" + strings.Join(parts, ",")
+	}
+	return ""
+}

@@ -1,0 +1,5 @@
+//go:build !loam_mutant_fresh
+
+package controller
+
+const freshStart = false

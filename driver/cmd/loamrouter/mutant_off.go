@@ -1,5 +1,0 @@
-//go:build !loam_mutant_fresh
-
-package main
-
-const freshStart = false
