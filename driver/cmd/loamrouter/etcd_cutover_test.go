@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,13 +88,7 @@ func waitLog(t *testing.T, p *proc, s string, within time.Duration) {
 // cutoverControllerConfig is the loam.toml of one controller of the process test.
 func cutoverControllerConfig(id, listen, store, files string, ttl time.Duration, routers map[string][2]string) string {
 	var rs strings.Builder
-	for i, rid := range slices.Sorted(func(yield func(string) bool) {
-		for k := range routers {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for i, rid := range slices.Sorted(maps.Keys(routers)) {
 		fmt.Fprintf(&rs, "[[databases.routers]]\nid = %q\nadmin = %q\nconfig_dir = %q\nnode_id = \"%d\"\n", rid, routers[rid][0], routers[rid][1], i+1)
 	}
 	return fmt.Sprintf(`[controller]
@@ -135,8 +130,9 @@ retry_after = "100ms"
 // processes driven over PgDog's admin protocol: a real cutover (two real Postgres servers,
 // 2 shards to 3) under a write load through the routers, ref-3's control plane cut so the
 // fence must refuse it. When the cutover reaches its copy, etcd's raft leader is
-// SIGKILLed, then the active controller is SIGKILLed too: the standby takes the lease
-// and resumes the cutover from its snapshot, which finalizes. No acknowledged write is
+// SIGKILLed; at the next step (the pause: the routers hold their clients' writes) the
+// active controller is SIGKILLed too: the standby takes the lease and resumes the
+// cutover from its snapshot, which finalizes. No acknowledged write is
 // lost, the stale router's writes are refused, and no step was executed twice except a
 // command in flight when its controller died (re-issued once by the next tenure, as the
 // driver does on restore: it has no result in the first tenure).
@@ -261,6 +257,7 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	var etcdKilled *etcdtest.Member
 	var ctlKilled, next string
 	var ctlKilledAt time.Time
+	var ctlPhase string
 	var took time.Duration
 	var phases []string
 	finalizeAsked := false
@@ -286,17 +283,20 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 			require.NoError(t, err)
 			etcdKilled.Kill()
 			t.Logf("SIGKILLed etcd's leader %s during the copy", etcdKilled.Name)
-			// Then the active controller, mid-cutover: the standby resumes it.
+		}
+		// Then the active controller, once the routers are paused (or later): the standby
+		// resumes the cutover with the writes held.
+		if etcdKilled != nil && ctlKilled == "" && p.Current != "copy" && p.Current != "" {
 			leader, _ := c.leader(60 * time.Second)
 			c.procs[leader].signal(syscall.SIGKILL)
-			ctlKilled, ctlKilledAt = leader, time.Now()
+			ctlKilled, ctlKilledAt, ctlPhase = leader, time.Now(), p.Current
 			<-c.procs[leader].done
 			var st2 status
 			next, st2 = c.leader(60 * time.Second)
 			took = time.Since(ctlKilledAt)
 			require.NotEqual(t, leader, next)
 			require.Greater(t, st2.Epoch, st1.Epoch)
-			t.Logf("SIGKILLed the active controller %s; %s took over after %v", leader, next, took)
+			t.Logf("SIGKILLed the active controller %s at the cutover's %s; %s took over after %v", leader, ctlPhase, next, took)
 		}
 		if p.Current == "resume" && !finalizeAsked && p.Steps[5].Commands >= 2 {
 			finalizeAsked = true
