@@ -194,6 +194,12 @@ func (s *Store) mapErr(ctx context.Context, op string, err error) error {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return fmt.Errorf("etcdstore: %s on %s: %w: %v", op, s.endpoints, adapters.ErrUnreachable, err)
+	case codes.Unknown:
+		// A member that cannot commit (no quorum) gives up when the request's deadline,
+		// passed to it, ends, and answers with the context's error as code Unknown.
+		if m := status.Convert(err).Message(); m == context.DeadlineExceeded.Error() || m == context.Canceled.Error() {
+			return fmt.Errorf("etcdstore: %s on %s: %w: no quorum within %v (is a quorum of members up?): %v", op, s.endpoints, adapters.ErrUnreachable, s.timeout, err)
+		}
 	}
 	if ev := rpctypes.Error(err); ev != nil {
 		if e, ok := ev.(rpctypes.EtcdError); ok && (e.Code() == codes.Unavailable || e.Code() == codes.DeadlineExceeded) {

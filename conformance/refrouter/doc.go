@@ -27,6 +27,16 @@
 // replicas, two-phase commit, TLS, maintenance mode, and the resharding tasks (COPY_DATA,
 // CUTOVER): end-to-end tests stand in for those with Postgres's own logical replication.
 //
+// Server puts one instance on the Postgres wire, on one loopback listener as PgDog does:
+// PgDog's admin database (RELOAD, PAUSE, RESUME, SHOW POOLS with the generation marker,
+// SHOW TASKS and REPLICATION_SLOTS, COPY_DATA, CUTOVER, STOP_TASK, in the reply shapes
+// adapters/pgdog decodes), so a controller in another process drives it with the PgDog
+// adapter; and client sessions, whose statements name their key in a leading comment
+// (/* pgdog_sharding_key: k */, ParseShardingKey) and are relayed to the shard, a fence's
+// SQLSTATE included. Logins are SCRAM-SHA-256 against the loaded files' passwords; it
+// serves no TLS, so it refuses addresses off loopback. cmd/refrouter runs it as a process
+// and StartNetLoad writes through such processes.
+//
 // Fleet runs N instances of one database, each with its own directory, and is the
 // adapters.ConfigTarget that writes into all of them, as a ConfigMap every pod mounts.
 // StartLoad runs client goroutines writing through them, recording every outcome

@@ -351,7 +351,7 @@ func (r *Router) Swap(a, b string) error {
 		return &adapters.RouterError{Instance: r.opts.ID, Op: "Cutover",
 			Err: fmt.Errorf("refrouter: cannot swap %q and %q: both must be loaded (loaded: %v)", a, b, r.topo.Names())}
 	}
-	t := &Topology{Databases: maps.Clone(r.topo.Databases), markers: r.topo.markers}
+	t := &Topology{Databases: maps.Clone(r.topo.Databases), markers: r.topo.markers, Admin: r.topo.Admin}
 	na, nb := *db, *da
 	na.Name, nb.Name = a, b
 	t.Databases[a], t.Databases[b] = &na, &nb

@@ -1,6 +1,7 @@
 package refrouter
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -34,6 +35,18 @@ type Topology struct {
 	// render.GenerationDatabase) is complete: a [[databases]] entry in pgdog.toml and a
 	// render.GenerationUser entry on it in users.toml.
 	markers map[string][]uint64
+	// Admin is the [admin] table (users.toml's wins over pgdog.toml's, as in PgDog): the
+	// login of the admin database the router serves (Server). Without a password the admin
+	// database takes no login.
+	Admin AdminLogin
+}
+
+// AdminLogin is the [admin] table: database name and user (both default "admin") and
+// password.
+type AdminLogin struct {
+	Name     string `toml:"name"`
+	User     string `toml:"user"`
+	Password string `toml:"password"`
 }
 
 // Database is one [[databases]] name: the shards clients of that name are routed over.
@@ -48,6 +61,9 @@ type Database struct {
 	Scheme shardmap.Scheme
 	// Users maps a users.toml user name to its password for this database.
 	Users map[string]string
+	// Tables are the [[sharded_tables]] names of the database (the resharding stand-in
+	// publishes them).
+	Tables []string
 
 	layout shardmap.Layout // Scheme over len(Shards) shards, for Locate; set by ParseFiles
 }
@@ -89,6 +105,7 @@ type configTOML struct {
 		Password     string `toml:"password"`
 	} `toml:"databases"`
 	ShardedTables []tableTOML `toml:"sharded_tables"`
+	Admin         *AdminLogin `toml:"admin"`
 }
 
 type tableTOML struct {
@@ -106,6 +123,7 @@ type tableTOML struct {
 }
 
 type usersTOML struct {
+	Admin *AdminLogin `toml:"admin"`
 	Users []struct {
 		Name     string `toml:"name"`
 		Database string `toml:"database"`
@@ -214,6 +232,9 @@ func ParseFiles(files render.Files) (*Topology, error) {
 			return nil, fmt.Errorf("%w: %s: database %q already has a key with another column, type or mapping; the reference router routes a database by one key", ErrBadFiles, field, tb.Database)
 		}
 		seen[tb.Database], db.Scheme = true, sc
+		if tb.Name != "" && !slices.Contains(db.Tables, tb.Name) {
+			db.Tables = append(db.Tables, tb.Name)
+		}
 	}
 	for _, usr := range u.Users {
 		if d, g, ok := render.ParseGenerationDatabase(usr.Database); ok && usr.Name == render.GenerationUser {
@@ -229,6 +250,12 @@ func ParseFiles(files render.Files) (*Topology, error) {
 	for _, gs := range t.markers {
 		slices.Sort(gs)
 	}
+	for _, a := range []*AdminLogin{c.Admin, u.Admin} {
+		if a != nil {
+			t.Admin = *a
+		}
+	}
+	t.Admin.Name, t.Admin.User = cmp.Or(t.Admin.Name, "admin"), cmp.Or(t.Admin.User, "admin")
 	for _, db := range t.Databases {
 		db.layout = shardmap.Layout{Scheme: db.Scheme, Shards: make([]shardmap.Shard, len(db.Shards))}
 	}
