@@ -124,22 +124,55 @@ var (
 	transcriptErr  error
 )
 
-// recorded returns the transcript in testdata.
+// recorded returns the transcripts in testdata (transcript*.json) as one: every file's
+// exchanges, in the order of the file names, each file naming the PgDog commit that
+// answered it.
 func recorded() (*Transcript, error) {
 	transcriptOnce.Do(func() {
-		data, err := os.ReadFile(transcriptPath)
+		files, err := filepath.Glob(filepath.Join(filepath.Dir(transcriptPath), "transcript*.json"))
+		if err == nil && len(files) == 0 {
+			err = os.ErrNotExist
+		}
 		if err != nil {
-			transcriptErr = fmt.Errorf("reading the recorded transcript: %w (record it with LOAM_PGDOG_BIN=... go test ./adapters/pgdog -run TestRealPgDogTranscript -record)", err)
+			transcriptErr = fmt.Errorf("reading the recorded transcripts: %w (record them with LOAM_PGDOG_BIN=... go test ./adapters/pgdog -run TestRealPgDogTranscript -record)", err)
 			return
 		}
-		var tr Transcript
-		if err := json.Unmarshal(data, &tr); err != nil {
-			transcriptErr = fmt.Errorf("%s: %w", transcriptPath, err)
-			return
+		slices.Sort(files)
+		all := &Transcript{}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				transcriptErr = err
+				return
+			}
+			var tr Transcript
+			if err := json.Unmarshal(data, &tr); err != nil {
+				transcriptErr = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			if len(tr.PgDogCommit) != 40 {
+				transcriptErr = fmt.Errorf("%s: pgdog_commit %q is not a commit: a transcript holds what a real PgDog answered, and names it", f, tr.PgDogCommit)
+				return
+			}
+			if all.PgDogCommit == "" {
+				all.PgDogCommit, all.PgDogVersion, all.Note = tr.PgDogCommit, tr.PgDogVersion, tr.Note
+			}
+			all.Exchanges = append(all.Exchanges, tr.Exchanges...)
 		}
-		transcript = &tr
+		transcript = all
 	})
 	return transcript, transcriptErr
+}
+
+// firstTask is the id a freshly started PgDog gave its first task: the recorded first
+// COPY_DATA's (or RESHARD's) task_id.
+func (tr *Transcript) firstTask() (int64, error) {
+	for _, e := range tr.Exchanges {
+		if (e.Label == "copy_data" || e.Label == "reshard") && len(e.Rows) == 1 && len(e.Columns) > 0 && e.Columns[0].Name == "task_id" && e.Rows[0][0] != nil {
+			return strconv.ParseInt(*e.Rows[0][0], 10, 64)
+		}
+	}
+	return 0, errors.New("the transcripts hold no COPY_DATA that started a task")
 }
 
 // byLabel returns the recorded exchanges of a label.
