@@ -23,6 +23,16 @@ import (
 func TestStandInReplaysTheRecordedSession(t *testing.T) {
 	tr, err := recorded()
 	require.NoError(t, err)
+	sessions := map[string][]Exchange{} // one recorded session per Postgres major
+	for _, e := range tr.Exchanges {
+		sessions[e.postgres] = append(sessions[e.postgres], e)
+	}
+	for major, session := range sessions {
+		t.Run("postgres-"+major, func(t *testing.T) { replaySession(t, session) })
+	}
+}
+
+func replaySession(t *testing.T, session []Exchange) {
 	dir := t.TempDir()
 	s := startStandIn(t, dir)
 	rec := resharding(record(4, "10.0.0.1", "10.0.0.2"), "10.1.0.1", "10.1.0.2")
@@ -34,7 +44,7 @@ func TestStandInReplaysTheRecordedSession(t *testing.T) {
 	ctx := context.Background()
 
 	replayed := 0
-	for _, want := range tr.Exchanges {
+	for _, want := range session {
 		switch want.Label {
 		case "login wrong password":
 			_, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://admin:wrong@%s/admin?sslmode=disable", s.ln.Addr()))
@@ -75,7 +85,7 @@ func TestStandInReplaysTheRecordedSession(t *testing.T) {
 		}
 		replayed++
 	}
-	require.Greater(t, replayed, 30)
+	require.Greater(t, replayed, len(session)/2)
 }
 
 // poolStates is the sorted (database, user, paused) of each SHOW POOLS row.

@@ -26,7 +26,7 @@ import (
 // closed the connection after it, and the lexical form of each column's values. A reply the
 // stand-in builds that the transcript does not hold fails the test that received it.
 
-var recordFlag = flag.Bool("record", false, "rewrite testdata/transcript.json from a real PgDog (needs LOAM_PGDOG_BIN; see TestRealPgDogTranscript)")
+var recordFlag = flag.Bool("record", false, "rewrite the transcript of the Postgres major the test runs on (testdata/transcript.json for 15, transcript-pg<major>.json otherwise) from a real PgDog (needs LOAM_PGDOG_BIN; see TestRealPgDogTranscript)")
 
 const transcriptPath = "testdata/transcript.json"
 
@@ -36,9 +36,29 @@ type Transcript struct {
 	PgDogCommit string `json:"pgdog_commit"`
 	// PgDogVersion is its SHOW VERSION.
 	PgDogVersion string `json:"pgdog_version"`
-	// Note says how the binary was built and how to record again.
+	// Postgres is the major version of the Postgres server PgDog's shards ran on ("" in
+	// the first recording: 15). What COPY_DATA does depends on it (16+ for the replicating
+	// path), so each major's recording is a file of its own: transcript.json for 15,
+	// transcript-pg<major>.json for the others.
+	Postgres  string     `json:"postgres,omitempty"`
 	Note      []string   `json:"note"`
 	Exchanges []Exchange `json:"exchanges"`
+}
+
+// postgresMajor is the major a transcript was recorded on.
+func (tr *Transcript) postgresMajor() string {
+	if tr.Postgres == "" {
+		return "15"
+	}
+	return tr.Postgres
+}
+
+// transcriptFile is where a recording on Postgres major goes.
+func transcriptFile(major string) string {
+	if major == "15" {
+		return transcriptPath
+	}
+	return filepath.Join(filepath.Dir(transcriptPath), "transcript-pg"+major+".json")
 }
 
 // Exchange is one command and PgDog's reply to it.
@@ -54,6 +74,8 @@ type Exchange struct {
 	Error   *ErrorText  `json:"error,omitempty"`
 	// Closed: PgDog closed the connection after the reply.
 	Closed bool `json:"closed,omitempty"`
+	// postgres is the major of the transcript it was read from.
+	postgres string
 }
 
 // Column is one RowDescription field.
@@ -157,7 +179,10 @@ func recorded() (*Transcript, error) {
 			if all.PgDogCommit == "" {
 				all.PgDogCommit, all.PgDogVersion, all.Note = tr.PgDogCommit, tr.PgDogVersion, tr.Note
 			}
-			all.Exchanges = append(all.Exchanges, tr.Exchanges...)
+			for _, e := range tr.Exchanges {
+				e.postgres = tr.postgresMajor()
+				all.Exchanges = append(all.Exchanges, e)
+			}
 		}
 		transcript = all
 	})
@@ -377,13 +402,14 @@ func (r *recorder) do(label, command string) Exchange {
 // add records an exchange made another way (a login, the extended protocol).
 func (r *recorder) add(e Exchange) { r.trace = append(r.trace, e) }
 
-// writeTranscript rewrites testdata/transcript.json.
+// writeTranscript rewrites the transcript of tr's Postgres major.
 func writeTranscript(t *testing.T, tr Transcript) {
 	t.Helper()
 	data, err := json.MarshalIndent(tr, "", "  ")
 	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Dir(transcriptPath), 0o755))
-	require.NoError(t, os.WriteFile(transcriptPath, append(data, '\n'), 0o644))
+	path := transcriptFile(tr.postgresMajor())
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, append(data, '\n'), 0o644))
 }
 
 func TestValueForm(t *testing.T) {
