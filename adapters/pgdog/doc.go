@@ -13,9 +13,12 @@
 //     spaces, so every name (database, publication, slot) is checked by CheckName before
 //     sending: "PAUSE App" would pause "app".
 //   - A command PgDog cannot parse gets a non-fatal ErrorResponse with SQLSTATE 08P01
-//     (ErrSyntax). A command that fails while running gets, per pgdog.md's reading of the
-//     code (unconfirmed), a FATAL ErrorResponse with SQLSTATE 58000 and the connection is
-//     closed (ErrExecution); the adapter reconnects for the next command. Every error is an
+//     (ErrSyntax). A command that fails while running gets a FATAL ErrorResponse with
+//     SQLSTATE 58000 and the connection is closed (ErrExecution; recorded: RELOAD of a bad
+//     file, CUTOVER of a task that is not replicating, COPY_DATA/RESHARD of a database
+//     without a schema owner); the adapter reconnects for the next command.
+//   - A wrong admin password is refused with FATAL 28000, not Postgres's 28P01
+//     (recorded): ErrLogin matches SQLSTATE class 28, never a single code. Every error is an
 //     *adapters.RouterError keeping the SQLSTATE; one that means the instance could not be
 //     reached, or the connection broke under a command, matches adapters.ErrUnreachable.
 //   - RELOAD re-reads only the files the process was started with (--config, --users), and
@@ -30,6 +33,28 @@
 //   - Maintenance holds survive RELOAD and no command reports them; CUTOVER and the end of
 //     any cutover on an instance clear all of them.
 //
+// What a real PgDog answered (PgDog 3ee07ab0, recorded in testdata/transcript*.json) and
+// the adapter relies on:
+//
+//   - Task ids start at 0 after every start: the first COPY_DATA answers task_id 0, so 0 is
+//     a task (machine/cutover holds a has-task flag, never 0 for "none").
+//   - SHOW TASKS's type column describes the task ("reshard app -> app__reshard_4"; a
+//     subtask "schema_sync(pre) app -> app__reshard_4"), also for COPY_DATA: it is kept as
+//     adapters.Task.Kind for reports and never decided on.
+//   - Column types: SHOW POOLS id int8 (20), port, shard and the counters numeric (1700),
+//     paused/banned/healthy/online/schema_admin bool (16) spelled t/f; SHOW TASKS id and
+//     elapsed_ms int8; COPY_DATA's task_id and replication_slot text (25). The adapter reads
+//     every cell in text format and parses it, so it depends on the spelling only.
+//   - Tags: SHOW POOLS, SHOW TASKS, SHOW VERSION, SHOW REPLICATION_SLOTS, SHOW PEERS are
+//     tagged with their whole name, SHOW CONFIG with SHOW alone; the adapter checks the tag
+//     of the commands without rows only (their first word is the verb).
+//   - STOP_TASK answers "task not found" for a task that failed as well as for an unknown
+//     id, and OK only for one it cancelled: the cutover's StopTask takes both as done.
+//   - The extended protocol is refused with FATAL 58000 "simple protocol supported only"
+//     and the connection closed.
+//   - COPY_DATA needs Postgres 16 or newer on the source: its schema sync calls
+//     pg_get_publication_tables(text[]), which Postgres 15 lacks (the task fails with 42883).
+//
 // Where each fact is in PgDog's public source (github.com/pgdogdev/pgdog, AGPL-3.0, read
 // at commit 3ee07ab0, 2026-08-14, crate 0.1.53; never copied):
 //
@@ -41,13 +66,17 @@
 //     (spawn_internal): an error while a command runs goes up through the client, which
 //     sends ErrorResponse::from_client_err (FATAL, 58000, pgdog/src/net/messages/
 //     error_response.rs) and ends the connection. The extended-protocol refusal takes the
-//     same path, so it is FATAL 58000 too (the stand-in answers a non-fatal ERROR; the
-//     adapter never sends the extended protocol, so nothing depends on it).
+//     same path, so it is FATAL 58000 too (the adapter never sends the extended protocol).
 //   - pgdog/src/admin/reload.rs and pgdog/src/backend/databases.rs (reload): RELOAD loads
 //     config_path and users_path, the paths the process was started with, and replaces the
 //     databases only once both parsed.
 //   - pgdog/src/admin/pause.rs, maintenance_mode.rs, cutover.rs, stop_task.rs: the tags are
 //     PAUSE, RESUME, "MAINTENANCE ON|OFF [database]", CUTOVER, STOP_TASK.
+//   - pgdog/src/api/async_task.rs (TasksMap.next_id): task ids are a counter from 0.
+//   - pgdog/src/net/messages/error_response.rs (ErrorResponse::auth): FATAL 28000 for a
+//     wrong password; pgdog/src/admin/show_config.rs: the SHOW tag; pgdog/src/admin/
+//     show_pools.rs: Field::bigint/numeric/bool, the column types above;
+//     pgdog/src/admin/stop_task.rs: OK only when cancel_task found a task to cancel.
 //   - pgdog/src/admin/copy_data.rs: COPY_DATA <from> <to> <publication> [slot], arguments
 //     split on single spaces; the schema is synced with pg_dump (pg_dump_path, default
 //     "pg_dump" on PATH; pgdog/src/backend/schema/sync/pg_dump.rs).
@@ -56,10 +85,11 @@
 //     do; conformance/pgdogtest relies on it to listen on 127.0.0.1.
 //
 // The package's tests run the adapter against a protocol-level stand-in built with
-// pgproto3 (standin_test.go; tests named TestStandIn), which answers with the reply shapes
-// pgdog.md documents, and, with LOAM_PGDOG_BIN set, against real PgDog instances
-// (conformance/pgdogtest; tests named TestRealPgDog, on real Postgres through
-// conformance/pgtest). TestRealPgDogTranscript records what a real PgDog answered to every
-// admin command into testdata/transcript.json (-record), the script the stand-in is to
-// replay (transcript_test.go holds the format and the check, Transcript.conform).
+// pgproto3 (standin_test.go; tests named TestStandIn), which replays what a real PgDog
+// answered (testdata/transcript*.json: columns, types, tags, errors, closes, value forms)
+// and refuses, naming it, any command no recording holds, and, with LOAM_PGDOG_BIN set,
+// against real PgDog instances (conformance/pgdogtest; tests named TestRealPgDog, on real
+// Postgres through conformance/pgtest). TestRealPgDogTranscript records what a real PgDog
+// answered to every admin command into testdata/transcript.json (-record);
+// transcript_test.go holds the format and the check, Transcript.conform.
 package pgdog

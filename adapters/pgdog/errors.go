@@ -22,6 +22,12 @@ var (
 	// ErrReply: the reply does not have the shape pgdog.md documents for the command
 	// (a missing column, a value that does not parse, an unexpected tag).
 	ErrReply = errors.New("pgdog: unexpected reply from the admin database")
+	// ErrLogin: the admin database refused the login (SQLSTATE class 28). PgDog answers a
+	// wrong admin password with FATAL 28000 "password for user ... is wrong, or the
+	// database does not exist" (recorded), not Postgres's 28P01: match this, not a code.
+	// The instance answered, so this is never adapters.ErrUnreachable; retrying does not
+	// help until Config.Admin's password is fixed.
+	ErrLogin = errors.New("pgdog: the admin database refused the login")
 	// ErrNotLoaded: RELOAD succeeded but SHOW POOLS does not show the generation marker of
 	// the files Apply wrote: the instance reads files from elsewhere (its --config and
 	// --users are not in Config.Dir), or something rewrote them.

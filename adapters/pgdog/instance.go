@@ -115,7 +115,8 @@ func (i *Instance) fail(op, code string, err error) error {
 // Exec sends one admin command and returns its reply. The command is sent as it is: the
 // typed methods check their names first (CheckName); callers of Exec must do the same.
 // Errors are *adapters.RouterError keeping the SQLSTATE: errors.Is matches ErrSyntax
-// (08P01), ErrExecution (FATAL), adapters.ErrUnreachable (could not connect, or the
+// (08P01), ErrExecution (FATAL), ErrLogin (the login was refused: SQLSTATE class 28),
+// adapters.ErrUnreachable (could not connect, or the
 // connection broke: the command may or may not have run), or the context's error.
 func (i *Instance) Exec(ctx context.Context, op, command string) (Reply, error) {
 	if strings.Contains(command, ";") {
@@ -132,6 +133,9 @@ func (i *Instance) Exec(ctx context.Context, op, command string) (Reply, error) 
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
 				// The server answered: a login refused is not an unreachable instance.
+				if strings.HasPrefix(pe.Code, "28") {
+					return Reply{}, i.fail(op, pe.Code, fmt.Errorf("%w at %s:%d as %s (check the admin password in Config.Admin): %w", ErrLogin, i.conn.Host, i.conn.Port, i.conn.User, err))
+				}
 				return Reply{}, i.fail(op, pe.Code, fmt.Errorf("pgdog: logging in to the admin database at %s: %w", i.conn.Host, err))
 			}
 			if ctx.Err() != nil {

@@ -227,10 +227,10 @@ func TestRealPgDogCopyDataCutoverStop(t *testing.T) {
 	tasks, err := i.Tasks(ctx)
 	require.NoError(t, err)
 	t.Logf("tasks after CUTOVER: %+v", tasks)
-	var reverse int64
+	reverse, found := int64(0), false // PgDog's ids start at 0: 0 is a task, not "none"
 	for _, tk := range tasks {
 		if tk.ID != task && tk.Status != "finished" {
-			reverse = tk.ID
+			reverse, found = tk.ID, true
 		}
 	}
 	for k := int64(1); k <= 30; k++ {
@@ -242,7 +242,7 @@ func TestRealPgDogCopyDataCutoverStop(t *testing.T) {
 	require.Equal(t, []int{int(pghash.ShardOfInt8(1001, 2))}, holders(t, srv, dst, 1001), "after CUTOVER app's clients reach the destination")
 	require.Empty(t, holders(t, srv, src, 1001))
 
-	require.NotZero(t, reverse, "CUTOVER starts the reverse stream as a task: %+v", tasks)
+	require.True(t, found, "CUTOVER starts the reverse stream as a task: %+v", tasks)
 	res, err := i.Stop(ctx, reverse)
 	require.NoError(t, err)
 	require.Equal(t, pgdog.Stopped, res)

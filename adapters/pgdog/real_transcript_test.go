@@ -42,6 +42,7 @@ func TestRealPgDogTranscript(t *testing.T) {
 	}
 	rec := realResharding(srv, realRecord(srv, 4, src...), dst...)
 	p, _ := startPgDog(t, rec)
+	major := srv.QueryString(t, src[0], "SELECT current_setting('server_version_num')::int / 10000 || ''")
 	r := newRecorder(t, p.AdminDSN(adminPassword))
 	scrub := func(s string) string { return strings.ReplaceAll(s, p.Dir, "<dir>") }
 
@@ -161,9 +162,14 @@ func TestRealPgDogTranscript(t *testing.T) {
 	if *recordFlag {
 		commit := os.Getenv(EnvPgDogCommit)
 		require.NotEmpty(t, commit, "-record needs %s: the PgDog commit the binary was built from", EnvPgDogCommit)
+		pgMajor := major
+		if pgMajor == "15" {
+			pgMajor = "" // the first recording's file
+		}
 		writeTranscript(t, Transcript{
 			PgDogCommit:  commit,
 			PgDogVersion: *version.Rows[0][0],
+			Postgres:     pgMajor,
 			Note: []string{
 				"What a real PgDog answered to the admin commands of adapters/pgdog (github.com/pgdogdev/pgdog, AGPL-3.0; run, never copied).",
 				"Recorded by: LOAM_PGDOG_BIN=<pgdog> LOAM_PGDOG_COMMIT=<commit> go test ./adapters/pgdog -run TestRealPgDogTranscript -record",
@@ -171,7 +177,7 @@ func TestRealPgDogTranscript(t *testing.T) {
 			},
 			Exchanges: r.trace,
 		})
-		t.Logf("recorded %d exchanges into %s", len(r.trace), transcriptPath)
+		t.Logf("recorded %d exchanges into %s", len(r.trace), transcriptFile(major))
 		return
 	}
 	tr, err := recorded()
@@ -184,7 +190,9 @@ func TestRealPgDogTranscript(t *testing.T) {
 		}
 	}
 	for _, e := range tr.Exchanges {
-		require.True(t, labels[e.Label], "recorded exchange %q was not made", e.Label)
+		if e.postgres == major { // what was recorded on this server's major is made again
+			require.True(t, labels[e.Label], "recorded exchange %q (Postgres %s) was not made", e.Label, major)
+		}
 	}
 }
 

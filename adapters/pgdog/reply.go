@@ -190,7 +190,7 @@ func DecodeSettings(r Reply) (Settings, error) {
 type TaskRow struct {
 	ID          int64
 	Root        bool   // scope = "root"
-	Type        string // e.g. the task kind
+	Type        string // PgDog's description, e.g. "reshard app -> app__reshard_4" (COPY_DATA too)
 	Status      string // started, running, finished, cancelling, cancelled, "failed: <msg>", "panicked: <msg>"
 	InnerStatus string // syncing schema, syncing data, finalizing schema, replicating, cutting over, rolling back, stopping
 	StartedAt   string

@@ -4,9 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
@@ -17,9 +20,10 @@ import (
 )
 
 // The tests named TestStandIn... run the adapter against standIn, a protocol-level stand-in
-// for PgDog's admin database (see standin_test.go): they show that the adapter speaks the
-// protocol pgdog.md documents and decodes the replies it documents, not that PgDog
-// behaves so. RT4 runs the same adapter against a real PgDog.
+// for PgDog's admin database (see standin_test.go) that replays what a real PgDog answered
+// (testdata/transcript*.json): they show that the adapter handles the replies PgDog gave,
+// for the sequences the stand-in's state models; the TestRealPgDog... tests run the same
+// adapter against a real PgDog.
 
 const adminPassword = "admin-secret"
 
@@ -27,7 +31,14 @@ func startStandIn(t *testing.T, dir string) *standIn {
 	t.Helper()
 	s, err := newStandIn(dir, adminPassword)
 	require.NoError(t, err)
-	t.Cleanup(s.Close)
+	t.Cleanup(func() {
+		s.Close()
+		// What the stand-in answered with "no recording holds this" and the test did not
+		// take as the answer it expected: the test relied on a reply PgDog never gave.
+		if u := s.TakeUnrecorded(); len(u) > 0 {
+			t.Errorf("the stand-in was asked what no recorded transcript holds:\n  %s", strings.Join(u, "\n  "))
+		}
+	})
 	return s
 }
 
@@ -304,7 +315,7 @@ func TestStandInSettings(t *testing.T) {
 }
 
 // TestStandInCopyDataCutoverStop walks the resharding commands a cutover issues on its
-// designated instance.
+// designated instance, as far as the recordings hold them.
 func TestStandInCopyDataCutoverStop(t *testing.T) {
 	dir := t.TempDir()
 	s := startStandIn(t, dir)
@@ -319,12 +330,14 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "loam_app_4", started.Slot)
 	task := started.Task
+	require.Equal(t, int64(0), task, "a freshly started PgDog's first task is 0 (recorded)")
 
 	tasks, err := i.Tasks(ctx)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1, "only root tasks; subtasks (NULL id) are left out")
 	require.Equal(t, task, tasks[0].ID)
 	require.Equal(t, "syncing schema", tasks[0].InnerStatus)
+	require.Equal(t, "reshard app -> "+dst, tasks[0].Kind, "the type column is PgDog's description of the task (recorded), not a kind")
 	rows, err := i.TaskRows(ctx)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
@@ -333,6 +346,14 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 	_, ok, err := i.SlotLag(ctx, "loam_app_4")
 	require.NoError(t, err)
 	require.False(t, ok, "lag unknown while NULL")
+
+	err = i.Cutover(ctx, task)
+	require.ErrorIs(t, err, pgdog.ErrExecution, "CUTOVER of a task that is not replicating fails")
+	var re *adapters.RouterError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "58000", re.Code)
+	require.Contains(t, err.Error(), "task is not a replication task")
+
 	lag := int64(4096)
 	s.SetTask(task, "running", "replicating", &lag)
 	got, ok, err := i.SlotLag(ctx, "loam_app_4")
@@ -343,34 +364,80 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 
-	require.NoError(t, i.Cutover(ctx, task))
-	routing := s.Routing()
-	require.Equal(t, []string{"10.1.0.1", "10.1.0.2", "10.1.0.3"}, routing["app"], "CUTOVER swapped the names in memory")
-	tasks, err = i.Tasks(ctx)
+	tr, err := recorded()
 	require.NoError(t, err)
-	require.Len(t, tasks, 2)
-	require.Equal(t, "finished", tasks[0].Status)
-	reverse := tasks[1]
-	require.Equal(t, "replicating", reverse.InnerStatus)
+	if len(tr.byLabel("cutover")) == 0 {
+		// No PgDog recorded a CUTOVER that took (COPY_DATA needs Postgres 16+): the
+		// stand-in does not make one up.
+		err = i.Cutover(ctx, task)
+		require.ErrorContains(t, err, "no recorded PgDog reply holds \"CUTOVER 0\"")
+		require.Len(t, s.TakeUnrecorded(), 1)
+	} else {
+		require.NoError(t, i.Cutover(ctx, task))
+		routing := s.Routing()
+		require.Equal(t, []string{"10.1.0.1", "10.1.0.2", "10.1.0.3"}, routing["app"], "CUTOVER swapped the names in memory")
+		tasks, err = i.Tasks(ctx)
+		require.NoError(t, err)
+		require.Len(t, tasks, 2)
+		require.Equal(t, "finished", tasks[0].Status)
+		reverse := tasks[1]
+		require.Equal(t, "replicating", reverse.InnerStatus)
+		res, err := i.Stop(ctx, reverse.ID)
+		require.NoError(t, err)
+		require.Equal(t, pgdog.Stopped, res)
+	}
 
-	err = i.Cutover(ctx, task)
-	require.ErrorIs(t, err, pgdog.ErrExecution, "CUTOVER of a task that is not waiting fails")
-	var re *adapters.RouterError
-	require.ErrorAs(t, err, &re)
-	require.Equal(t, "58000", re.Code)
-
-	res, err := i.Stop(ctx, reverse.ID)
-	require.NoError(t, err)
-	require.Equal(t, pgdog.Stopped, res)
-	res, err = i.Stop(ctx, 999)
+	res, err := i.Stop(ctx, 999)
 	require.NoError(t, err)
 	require.Equal(t, pgdog.TaskNotFound, res)
 	require.NoError(t, i.StopTask(ctx, 999), "a task that is gone is not an error for the cutover")
+	require.Subset(t, s.Received(), []string{"COPY_DATA app " + dst + " loam_pub loam_app_4", "CUTOVER 0", "STOP_TASK 999"})
+}
 
-	id, err := i.Reshard(ctx, "app", dst, "loam_pub", "")
+// TestStandInStopOfFailedTaskIsNotFound: PgDog answers STOP_TASK of a task that failed
+// with "task not found" (recorded), which the cutover takes as a task that is gone.
+func TestStandInStopOfFailedTaskIsNotFound(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	_, err := i.Apply(ctx, 4, renderFiles(t, resharding(record(4, "10.0.0.1"), "10.1.0.1")))
 	require.NoError(t, err)
-	require.Greater(t, id, reverse.ID)
-	require.Subset(t, s.Received(), []string{"COPY_DATA app " + dst + " loam_pub loam_app_4", "CUTOVER 1", "STOP_TASK 2", "STOP_TASK 999", "RESHARD app " + dst + " loam_pub"})
+	started, err := i.StartCopyData(ctx, "app", render.ReshardDatabase("app", 4), "loam_pub", "loam_app_4")
+	require.NoError(t, err)
+	s.SetTask(started.Task, "failed: task failed: schema: backend: ERROR: 42883 function pg_get_publication_tables(text[]) does not exist", "syncing schema", nil)
+	res, err := i.Stop(ctx, started.Task)
+	require.NoError(t, err)
+	require.Equal(t, pgdog.TaskNotFound, res)
+	require.NoError(t, i.StopTask(ctx, started.Task))
+}
+
+// TestStandInRefusesWhatNoTranscriptHolds: a command no recording holds is answered with
+// an error naming it, never with a reply made up, and the test that asked is told.
+func TestStandInRefusesWhatNoTranscriptHolds(t *testing.T) {
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	for _, cmd := range []string{"SHOW CLIENTS", "PAUSE app app"} {
+		_, err := i.Exec(ctx, "raw", cmd)
+		require.ErrorContains(t, err, "no recorded PgDog reply holds "+strconv.Quote(cmd))
+		var re *adapters.RouterError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, "XX000", re.Code)
+	}
+	u := s.TakeUnrecorded()
+	require.Len(t, u, 2)
+	require.Contains(t, u[0], `SHOW CLIENTS: no recorded exchange is labelled "show clients"`)
+	require.Contains(t, u[1], `"pause user db"`)
+	// The check itself: a reply that differs from every recording of its label.
+	tr, err := recorded()
+	require.NoError(t, err)
+	e := s.answer(reply{label: "show pools", rows: []row{{"paused": str("yes")}}}, "SHOW POOLS")
+	require.NotNil(t, e.Error)
+	require.Contains(t, e.Error.Message, "column paused")
+	require.NotEmpty(t, tr.conform("show pools", Exchange{Command: "SHOW POOLS", Tag: "SHOW"}), "SHOW POOLS is tagged SHOW POOLS (recorded); SHOW CONFIG's tag is SHOW")
+	require.Len(t, s.TakeUnrecorded(), 1)
 }
 
 func TestStandInCopyDataWithoutSchemaOwnerFails(t *testing.T) {
@@ -412,9 +479,10 @@ func TestStandInWrongPasswordIsNotUnreachable(t *testing.T) {
 	err = i.Reload(context.Background())
 	require.Error(t, err)
 	require.NotErrorIs(t, err, adapters.ErrUnreachable, "the instance answered: the login is wrong")
+	require.ErrorIs(t, err, pgdog.ErrLogin)
 	var re *adapters.RouterError
 	require.ErrorAs(t, err, &re)
-	require.Equal(t, "28P01", re.Code)
+	require.Equal(t, "28000", re.Code, "PgDog's code for a wrong admin password (recorded), not Postgres's 28P01")
 }
 
 // TestStandInRejectsExtendedProtocol: a pgx connection in its default (extended protocol)
@@ -433,6 +501,10 @@ func TestStandInRejectsExtendedProtocol(t *testing.T) {
 		err = rows.Err()
 	}
 	require.ErrorContains(t, err, "simple protocol supported only")
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "58000", pe.Code, "PgDog refuses it as a failed command: FATAL 58000 (recorded)")
+	require.True(t, conn.IsClosed(), "and closes the connection")
 
 	i := newInstance(t, s, dir)
 	_, err = i.Pools(ctx)

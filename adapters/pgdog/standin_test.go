@@ -17,31 +17,25 @@ import (
 )
 
 // standIn is a protocol-level STAND-IN for PgDog's admin database, built with pgproto3,
-// because PgDog itself cannot be built or run where these tests run. It answers with the
-// reply shapes pgdog.md documents and nothing more:
+// because PgDog itself cannot be built or run where these tests run. It answers with what a
+// real PgDog answered, replayed from the recorded transcripts (testdata/transcript*.json,
+// transcript_test.go): every reply's columns (names, type OIDs, sizes), command tag, error
+// severity, SQLSTATE and message, and whether PgDog closed the connection after it, are
+// the recorded exchange's of the same label, with the command's arguments put in where
+// the recording had its own. What the stand-in keeps itself is only the state a recording
+// cannot hold for another test's files: which pools the files it was started with make
+// (and their paused flag), the maintenance holds, and the tasks. Rows are built from that
+// state in the recorded columns; a column the state does not know takes the recorded
+// value; every cell must have a lexical form the recording shows for its column.
 //
-//   - simple query protocol only: extended-protocol messages get an ErrorResponse
-//     "simple protocol supported only";
-//   - one command per Query message, semicolons stripped, the whole command lowercased
-//     before parsing, arguments split on single spaces;
-//   - CommandComplete tags naming the command (RELOAD, PAUSE, SHOW, MAINTENANCE ON <db>);
-//   - a command it cannot parse: a non-fatal ErrorResponse, SQLSTATE 08P01, "syntax error
-//     in admin command";
-//   - a command that fails while running (RELOAD of a file that does not parse, CUTOVER
-//     with nothing to cut over, a migration without a schema owner): a FATAL ErrorResponse,
-//     SQLSTATE 58000, and the connection closed (pgdog.md marks this unconfirmed);
-//   - RELOAD re-reads pgdog.toml and users.toml from the directory it was started with and
-//     keeps the old config if they do not parse;
-//   - SHOW POOLS / CONFIG / TASKS / REPLICATION_SLOTS / VERSION / PEERS with the documented
-//     columns in the documented order; one pool per (users.toml user, [[databases]] entry of
-//     that user's database);
-//   - COPY_DATA / RESHARD reply task_id (and replication_slot), CUTOVER replies cutover =
-//     OK, STOP_TASK replies stop_task = OK or "task not found".
+// A command no recording holds (a label with no exchange, or a reply that does not conform
+// to any exchange of its label) is answered with an ERROR naming it, SQLSTATE XX000, and is
+// kept in Unrecorded; startStandIn fails the test that made it unless the test takes it
+// (TakeUnrecorded) as the answer it expects. Recording more (LOAM_PGDOG_BIN, -record) is
+// how the stand-in learns a command.
 //
-// Where pgdog.md is silent the stand-in makes a choice of its own, and no test relies on it
-// being PgDog's: booleans are spelled t/f, task types "copy_data", "reshard" and
-// "replication", the extended-protocol rejection carries no SQLSTATE, a failed login is
-// FATAL 28P01, task ids start at 1, and lag is whatever a test sets.
+// Task ids start where the recording's first COPY_DATA's did (a freshly started PgDog: 0),
+// and a task's type is PgDog's description ("reshard <from> -> <to>"), as recorded.
 type standIn struct {
 	ln       net.Listener
 	dir      string
@@ -56,6 +50,9 @@ type standIn struct {
 	tasks    []*siTask
 	nextTask int64
 	wg       sync.WaitGroup
+
+	tr         *Transcript
+	unrecorded []string
 }
 
 type siConfig struct {
@@ -80,15 +77,24 @@ type siTask struct {
 	kind, status, inner string
 	src, dst, slot      string
 	lag                 *int64
+	copyData            bool
 }
 
 // newStandIn starts a stand-in on 127.0.0.1 that was "started with" the files in dir.
 func newStandIn(dir, password string) (*standIn, error) {
+	tr, err := recorded()
+	if err != nil {
+		return nil, err
+	}
+	first, err := tr.firstTask()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &standIn{ln: ln, dir: dir, password: password, conns: map[net.Conn]bool{}, maint: map[string]bool{}, nextTask: 1}
+	s := &standIn{ln: ln, dir: dir, password: password, conns: map[net.Conn]bool{}, maint: map[string]bool{}, nextTask: first, tr: tr}
 	if err := s.load(); err != nil {
 		ln.Close()
 		return nil, err
@@ -124,6 +130,16 @@ func (s *standIn) Received() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.received)
+}
+
+// TakeUnrecorded returns the commands answered with "no recording holds this" since the
+// last call, and forgets them.
+func (s *standIn) TakeUnrecorded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unrecorded
+	s.unrecorded = nil
+	return u
 }
 
 // Logins is how many connections logged in.
@@ -228,8 +244,7 @@ func (s *standIn) serve(c net.Conn) {
 				return
 			}
 		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute:
-			b.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Message: "simple protocol supported only"})
-			if b.Flush() != nil {
+			if !s.send(b, s.answer(reply{label: "extended protocol"}, "(extended protocol)")) {
 				return
 			}
 		}
@@ -249,13 +264,9 @@ func (s *standIn) startup(c net.Conn, b *pgproto3.Backend) bool {
 			}
 			continue
 		case *pgproto3.StartupMessage:
-			fatal := func(code, text string) bool {
-				b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: code, Message: text})
-				b.Flush()
-				return false
-			}
 			if m.Parameters["database"] != "admin" || m.Parameters["user"] != "admin" {
-				return fatal("3D000", "the stand-in serves only the admin database as user admin")
+				s.send(b, s.answer(reply{label: "login other database"}, "(startup as "+m.Parameters["user"]+" to "+m.Parameters["database"]+")"))
+				return false
 			}
 			b.Send(&pgproto3.AuthenticationCleartextPassword{})
 			if b.Flush() != nil || b.SetAuthType(pgproto3.AuthTypeCleartextPassword) != nil {
@@ -266,7 +277,8 @@ func (s *standIn) startup(c net.Conn, b *pgproto3.Backend) bool {
 				return false
 			}
 			if p, ok := pm.(*pgproto3.PasswordMessage); !ok || p.Password != s.password {
-				return fatal("28P01", "password authentication failed")
+				s.send(b, s.answer(reply{label: "login wrong password"}, "(startup as admin, wrong password)"))
+				return false
 			}
 			b.Send(&pgproto3.AuthenticationOk{})
 			b.Send(&pgproto3.ParameterStatus{Name: "server_version", Value: "14.0 (PgDog stand-in)"})
@@ -282,21 +294,18 @@ func (s *standIn) startup(c net.Conn, b *pgproto3.Backend) bool {
 	}
 }
 
-// reply is what one command answers.
+// row is one row the stand-in's state makes, by column name (nil: NULL). Columns it does
+// not name take the value the recording shows.
+type row map[string]*string
+
+// reply is what the stand-in's state says one command answers: the label of the recorded
+// exchanges whose shape it takes, and, for a reply with rows, the rows (keep: the
+// recorded rows as they are, with set's values put in by name).
 type reply struct {
-	cols   []string
-	rows   [][]*string
-	tag    string
-	err    *pgproto3.ErrorResponse
-	closes bool
-}
-
-func syntax() reply {
-	return reply{err: &pgproto3.ErrorResponse{Severity: "ERROR", Code: "08P01", Message: "syntax error in admin command"}}
-}
-
-func failed(format string, a ...any) reply {
-	return reply{err: &pgproto3.ErrorResponse{Severity: "FATAL", Code: "58000", Message: fmt.Sprintf(format, a...)}, closes: true}
+	label string
+	rows  []row
+	keep  bool
+	set   map[string]string // for keep: name column -> value column (SHOW CONFIG)
 }
 
 func str(s string) *string { return &s }
@@ -308,70 +317,142 @@ func boolText(b bool) *string {
 	return str("f")
 }
 
-// query answers one Query message; it returns false once the connection must close.
-func (s *standIn) query(b *pgproto3.Backend, raw string) bool {
-	s.mu.Lock()
-	s.received = append(s.received, raw)
-	r := s.run(strings.ToLower(strings.TrimSpace(strings.ReplaceAll(raw, ";", ""))))
-	s.mu.Unlock()
-	if r.err != nil {
-		b.Send(r.err)
-		if r.closes {
+// instantiate puts command's arguments where the recorded command rec had its own.
+func instantiate(s, rec, command string) string {
+	s = generic(s, rec)
+	a := args(command)
+	for i := len(a); i >= 1; i-- { // $10 before $1
+		s = strings.ReplaceAll(s, "$"+strconv.Itoa(i), a[i-1])
+	}
+	return s
+}
+
+// answer builds the reply to command from the recorded exchanges of r.label, or an
+// "unrecorded" error when no recording holds it.
+func (s *standIn) answer(r reply, command string) Exchange {
+	recs := s.tr.byLabel(r.label)
+	if len(recs) == 0 {
+		return s.unrecordedReply(command, fmt.Sprintf("no recorded exchange is labelled %q", r.label))
+	}
+	rec := recs[0]
+	e := Exchange{Label: r.label, Command: command, Columns: rec.Columns, Tag: instantiate(rec.Tag, rec.Command, command), Closed: rec.Closed}
+	if rec.Error != nil {
+		e.Error = &ErrorText{Severity: rec.Error.Severity, Code: rec.Error.Code, Message: instantiate(rec.Error.Message, rec.Command, command)}
+	}
+	// defaults: the first recorded value of each column, across the label's exchanges.
+	def := map[string]*string{}
+	for _, x := range recs {
+		for _, rw := range x.Rows {
+			for j, v := range rw {
+				if c := x.Columns[j].Name; def[c] == nil && v != nil {
+					def[c] = v
+				}
+			}
+		}
+	}
+	switch {
+	case r.keep:
+		for _, rw := range rec.Rows {
+			out := slices.Clone(rw)
+			if len(rw) == 2 && rw[0] != nil {
+				if v, ok := r.set[*rw[0]]; ok {
+					out[1] = str(v)
+				}
+			}
+			e.Rows = append(e.Rows, out)
+		}
+	default:
+		for _, m := range r.rows {
+			out := make([]*string, len(e.Columns))
+			for j, c := range e.Columns {
+				if v, ok := m[c.Name]; ok {
+					out[j] = v
+				} else {
+					out[j] = def[c.Name]
+				}
+			}
+			e.Rows = append(e.Rows, out)
+		}
+	}
+	if why := s.tr.conform(r.label, e); why != "" {
+		return s.unrecordedReply(command, why)
+	}
+	return e
+}
+
+// unrecordedReply is the stand-in's answer to what no recording holds. s.mu is held.
+func (s *standIn) unrecordedReply(command, why string) Exchange {
+	s.unrecorded = append(s.unrecorded, command+": "+why)
+	return Exchange{Command: command, Error: &ErrorText{Severity: "ERROR", Code: "XX000",
+		Message: "PgDog stand-in: no recorded PgDog reply holds " + strconv.Quote(command) + ": " + why + " (record it: LOAM_PGDOG_BIN=... go test ./adapters/pgdog -run TestRealPgDogTranscript -record)"}}
+}
+
+// send writes e and ReadyForQuery (unless PgDog closed the connection after it); it
+// returns false once the connection must close.
+func (s *standIn) send(b *pgproto3.Backend, e Exchange) bool {
+	if e.Error != nil {
+		b.Send(&pgproto3.ErrorResponse{Severity: e.Error.Severity, SeverityUnlocalized: e.Error.Severity, Code: e.Error.Code, Message: e.Error.Message})
+		if e.Closed {
 			b.Flush()
 			return false
 		}
 	} else {
-		if r.cols != nil {
+		if e.Columns != nil {
 			var fds []pgproto3.FieldDescription
-			for _, c := range r.cols {
-				oid := uint32(25)
-				if c == "id" && r.tag == "SHOW" {
-					oid = 20
-				}
-				fds = append(fds, pgproto3.FieldDescription{Name: []byte(c), DataTypeOID: oid, DataTypeSize: -1, TypeModifier: -1})
+			for _, c := range e.Columns {
+				fds = append(fds, pgproto3.FieldDescription{Name: []byte(c.Name), DataTypeOID: c.TypeOID, DataTypeSize: c.Size, TypeModifier: -1})
 			}
 			b.Send(&pgproto3.RowDescription{Fields: fds})
-			for _, row := range r.rows {
-				var vals [][]byte
-				for _, v := range row {
-					if v == nil {
-						vals = append(vals, nil)
-					} else {
-						vals = append(vals, []byte(*v))
+			for _, rw := range e.Rows {
+				vals := make([][]byte, len(rw))
+				for j, v := range rw {
+					if v != nil {
+						vals[j] = []byte(*v)
 					}
 				}
 				b.Send(&pgproto3.DataRow{Values: vals})
 			}
 		}
-		b.Send(&pgproto3.CommandComplete{CommandTag: []byte(r.tag)})
+		b.Send(&pgproto3.CommandComplete{CommandTag: []byte(e.Tag)})
 	}
 	b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 	return b.Flush() == nil
 }
 
-// run parses and executes one lowercased command; s.mu is held.
+// query answers one Query message; it returns false once the connection must close.
+func (s *standIn) query(b *pgproto3.Backend, raw string) bool {
+	s.mu.Lock()
+	s.received = append(s.received, raw)
+	e := s.answer(s.run(strings.ToLower(strings.TrimSpace(strings.ReplaceAll(raw, ";", "")))), raw)
+	s.mu.Unlock()
+	return s.send(b, e)
+}
+
+// run parses and executes one lowercased command against the stand-in's state and says
+// which recorded exchange answers it; s.mu is held.
 func (s *standIn) run(cmd string) reply {
 	w := strings.Split(cmd, " ")
 	switch {
 	case cmd == "reload":
 		if err := s.load(); err != nil {
-			return failed("reload failed, old configuration kept: %v", err)
+			return reply{label: "reload bad file"}
 		}
-		return reply{tag: "RELOAD"}
+		return reply{label: "reload"}
 	case (w[0] == "pause" || w[0] == "resume") && len(w) <= 3:
 		user, db := "", ""
+		label := w[0] + " all"
 		switch len(w) {
 		case 2:
-			db = w[1]
+			db, label = w[1], w[0]+" db"
 		case 3:
-			user, db = w[1], w[2]
+			user, db, label = w[1], w[2], w[0]+" user db"
 		}
 		for _, p := range s.pools() {
 			if (db == "" || p.db == db) && (user == "" || p.user == user) {
 				s.cfg.paused[[2]string{p.user, p.db}] = w[0] == "pause"
 			}
 		}
-		return reply{tag: strings.ToUpper(w[0])}
+		return reply{label: label}
 	case w[0] == "maintenance" && len(w) >= 2 && len(w) <= 3 && (w[1] == "on" || w[1] == "off"):
 		db := ""
 		if len(w) == 3 {
@@ -385,23 +466,26 @@ func (s *standIn) run(cmd string) reply {
 		default:
 			delete(s.maint, db)
 		}
-		tag := "MAINTENANCE " + strings.ToUpper(w[1])
-		if db != "" {
-			tag += " " + db
+		if db == "" {
+			return reply{label: "maintenance " + w[1] + " all"}
 		}
-		return reply{tag: tag}
+		return reply{label: "maintenance " + w[1] + " db"}
 	case cmd == "show pools":
 		return s.showPools()
 	case cmd == "show config":
-		return s.showConfig()
+		set := map[string]string{}
+		for k, v := range s.cfg.General {
+			set[k] = fmt.Sprint(v)
+		}
+		return reply{label: "show config", keep: true, set: set}
 	case cmd == "show tasks":
 		return s.showTasks()
 	case cmd == "show replication_slots":
 		return s.showSlots()
 	case cmd == "show version":
-		return reply{cols: []string{"version"}, rows: [][]*string{{str("PgDog v0.1.54 [stand-in@0000000, pgdog-plugin 0.0.0, rustc 0.0.0]")}}, tag: "SHOW"}
+		return reply{label: "show version", keep: true}
 	case cmd == "show peers":
-		return reply{cols: []string{"addr", "last_seen", "clients"}, tag: "SHOW"}
+		return reply{label: "show peers", keep: true}
 	case (w[0] == "copy_data" || w[0] == "reshard") && (len(w) == 4 || len(w) == 5):
 		return s.startTask(w)
 	case w[0] == "cutover" && len(w) <= 2:
@@ -409,17 +493,21 @@ func (s *standIn) run(cmd string) reply {
 	case w[0] == "stop_task" && len(w) == 2:
 		id, err := strconv.ParseInt(w[1], 10, 64)
 		if err != nil {
-			return syntax()
+			return reply{label: "syntax error"}
 		}
-		v := "task not found"
 		for _, t := range s.tasks {
 			if t.id == id && (t.status == "running" || t.status == "started") {
-				t.status, v = "cancelled", "OK"
+				t.status = "cancelled"
+				return reply{label: "stop_task", rows: []row{{"stop_task": str("OK")}}}
 			}
 		}
-		return reply{cols: []string{"stop_task"}, rows: [][]*string{{str(v)}}, tag: "STOP_TASK"}
+		// PgDog answers so for a task that failed too (recorded: STOP_TASK of a failed
+		// COPY_DATA), not only for an id it never had.
+		return reply{label: "stop_task not found", rows: []row{{"stop_task": str("task not found")}}}
+	case w[0] == "show":
+		return reply{label: cmd} // a SHOW the stand-in does not model: PgDog may know it
 	}
-	return syntax()
+	return reply{label: "syntax error"}
 }
 
 type siPool struct {
@@ -449,52 +537,30 @@ func (s *standIn) pools() []siPool {
 }
 
 func (s *standIn) showPools() reply {
-	r := reply{tag: "SHOW", cols: []string{"id", "database", "user", "addr", "port", "shard", "role", "cl_waiting", "sv_idle",
-		"sv_active", "sv_idle_xact", "sv_total", "maxwait", "maxwait_us", "pool_mode", "paused", "banned", "healthy", "errors",
-		"re_synced", "out_of_sync", "force_closed", "online", "schema_admin"}}
+	r := reply{label: "show pools"}
 	for i, p := range s.pools() {
-		zero := str("0")
-		r.rows = append(r.rows, []*string{str(strconv.Itoa(i + 1)), str(p.db), str(p.user), str(p.host), str(strconv.FormatInt(p.port, 10)),
-			str(strconv.FormatInt(p.shard, 10)), str(p.role), zero, zero, zero, zero, zero, zero, zero, str("transaction"),
-			boolText(s.cfg.paused[[2]string{p.user, p.db}]), boolText(false), boolText(true), zero, zero, zero, zero, boolText(true),
-			boolText(p.schemaAdmin)})
-	}
-	return r
-}
-
-func (s *standIn) showConfig() reply {
-	vals := map[string]string{"host": "0.0.0.0", "port": "6432", "workers": "2", "default_pool_size": "10",
-		"pooler_mode": "transaction", "two_phase_commit": "false", "cutover_save_config": "false", "auth_type": "scram"}
-	for k, v := range s.cfg.General {
-		vals[k] = fmt.Sprint(v)
-	}
-	r := reply{tag: "SHOW", cols: []string{"name", "value"}}
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		r.rows = append(r.rows, []*string{str(k), str(vals[k])})
+		r.rows = append(r.rows, row{"id": str(strconv.Itoa(i)), "database": str(p.db), "user": str(p.user), "addr": str(p.host),
+			"port": str(strconv.FormatInt(p.port, 10)), "shard": str(strconv.FormatInt(p.shard, 10)), "role": str(p.role),
+			"paused": boolText(s.cfg.paused[[2]string{p.user, p.db}]), "schema_admin": boolText(p.schemaAdmin)})
 	}
 	return r
 }
 
 func (s *standIn) showTasks() reply {
-	r := reply{tag: "SHOW", cols: []string{"id", "scope", "type", "status", "inner_status", "started_at", "updated_at", "elapsed", "elapsed_ms"}}
+	r := reply{label: "show tasks"}
 	for _, t := range s.tasks {
-		r.rows = append(r.rows, []*string{str(strconv.FormatInt(t.id, 10)), str("root"), str(t.kind), str(t.status), str(t.inner),
-			str("2026-01-01 00:00:00"), str("2026-01-01 00:00:01"), str("1s"), str("1000")})
+		r.rows = append(r.rows, row{"id": str(strconv.FormatInt(t.id, 10)), "scope": str("root"), "type": str(t.kind + " " + t.src + " -> " + t.dst),
+			"status": str(t.status), "inner_status": str(t.inner)})
 		if t.kind != "replication" {
-			r.rows = append(r.rows, []*string{nil, str("subtask"), str("table_copy"), str(t.status), str(""),
-				str("2026-01-01 00:00:00"), str("2026-01-01 00:00:01"), str("1s"), str("1000")})
+			r.rows = append(r.rows, row{"id": nil, "scope": str("subtask"), "type": str("schema_sync(pre) " + t.src + " -> " + t.dst),
+				"status": str(t.status), "inner_status": str("loading schema")})
 		}
 	}
 	return r
 }
 
 func (s *standIn) showSlots() reply {
-	r := reply{tag: "SHOW", cols: []string{"host", "port", "database_name", "name", "lsn", "lag", "lag_bytes", "copy_data", "last_transaction", "last_transaction_ms"}}
+	r := reply{label: "show replication_slots"}
 	for _, t := range s.tasks {
 		if t.slot == "" || t.status != "running" {
 			continue
@@ -503,8 +569,8 @@ func (s *standIn) showSlots() reply {
 		if t.lag != nil {
 			lag = str(strconv.FormatInt(*t.lag, 10))
 		}
-		r.rows = append(r.rows, []*string{str("127.0.0.1"), str("5432"), str(t.src), str(t.slot), str("0/16B3748"), str("0 B"), lag,
-			boolText(t.kind == "copy_data"), str("0s"), str("0")})
+		r.rows = append(r.rows, row{"host": str("127.0.0.1"), "port": str("5432"), "database_name": str(t.src), "name": str(t.slot),
+			"lsn": str("0/16B3748"), "lag": str("0 B"), "lag_bytes": lag, "copy_data": boolText(t.copyData), "last_transaction": str("0s"), "last_transaction_ms": str("0")})
 	}
 	return r
 }
@@ -522,7 +588,7 @@ func (s *standIn) startTask(w []string) reply {
 	src, dst := w[1], w[2]
 	for _, db := range []string{src, dst} {
 		if !s.schemaOwner(db) {
-			return failed("database %q has no schema owner", db)
+			return reply{label: w[0] + " unknown database"}
 		}
 	}
 	slot := ""
@@ -536,26 +602,32 @@ func (s *standIn) startTask(w []string) reply {
 		}
 		slot = "__pgdog_repl_" + string(b)
 	}
-	t := &siTask{id: s.nextTask, kind: w[0], status: "running", inner: "syncing schema", src: src, dst: dst, slot: slot}
+	// PgDog describes a COPY_DATA task as "reshard <from> -> <to>" too (recorded).
+	t := &siTask{id: s.nextTask, kind: "reshard", status: "running", inner: "syncing schema", src: src, dst: dst, slot: slot, copyData: true}
 	s.nextTask++
 	s.tasks = append(s.tasks, t)
-	id := strconv.FormatInt(t.id, 10)
+	id := str(strconv.FormatInt(t.id, 10))
 	if w[0] == "reshard" {
-		return reply{tag: "RESHARD", cols: []string{"task_id"}, rows: [][]*string{{str(id)}}}
+		return reply{label: "reshard", rows: []row{{"task_id": id}}}
 	}
-	return reply{tag: "COPY_DATA", cols: []string{"task_id", "replication_slot"}, rows: [][]*string{{str(id), str(slot)}}}
+	return reply{label: "copy_data", rows: []row{{"task_id": id, "replication_slot": str(slot)}}}
 }
 
 func (s *standIn) cutover(w []string) reply {
 	var target *siTask
 	for _, t := range s.tasks {
-		waiting := t.kind != "reshard" && t.status == "running" && t.inner == "replicating"
+		waiting := t.status == "running" && t.inner == "replicating"
 		if len(w) == 2 && strconv.FormatInt(t.id, 10) == w[1] || len(w) == 1 && waiting && target == nil {
 			target = t
 		}
 	}
-	if target == nil || target.kind == "reshard" || target.status != "running" || target.inner != "replicating" {
-		return failed("task is not a replication task")
+	switch {
+	case len(w) == 1 && target == nil:
+		return reply{label: "cutover nothing"}
+	case target == nil:
+		return reply{label: "cutover unknown task"}
+	case target.status != "running" || target.inner != "replicating":
+		return reply{label: "cutover not replicating"}
 	}
 	// The swap happens in memory only (cutover_save_config = false).
 	for i := range s.cfg.Databases {
@@ -579,5 +651,5 @@ func (s *standIn) cutover(w []string) reply {
 		src: target.dst, dst: target.src, slot: "__pgdog_repl_reverse" + strconv.FormatInt(s.nextTask, 10)})
 	s.nextTask++
 	s.maint = map[string]bool{} // every hold on the instance, operators' included
-	return reply{tag: "CUTOVER", cols: []string{"cutover"}, rows: [][]*string{{str("OK")}}}
+	return reply{label: "cutover", rows: []row{{"cutover": str("OK")}}}
 }

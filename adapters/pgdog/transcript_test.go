@@ -26,7 +26,7 @@ import (
 // closed the connection after it, and the lexical form of each column's values. A reply the
 // stand-in builds that the transcript does not hold fails the test that received it.
 
-var recordFlag = flag.Bool("record", false, "rewrite testdata/transcript.json from a real PgDog (needs LOAM_PGDOG_BIN; see TestRealPgDogTranscript)")
+var recordFlag = flag.Bool("record", false, "rewrite the transcript of the Postgres major the test runs on (testdata/transcript.json for 15, transcript-pg<major>.json otherwise) from a real PgDog (needs LOAM_PGDOG_BIN; see TestRealPgDogTranscript)")
 
 const transcriptPath = "testdata/transcript.json"
 
@@ -36,9 +36,29 @@ type Transcript struct {
 	PgDogCommit string `json:"pgdog_commit"`
 	// PgDogVersion is its SHOW VERSION.
 	PgDogVersion string `json:"pgdog_version"`
-	// Note says how the binary was built and how to record again.
+	// Postgres is the major version of the Postgres server PgDog's shards ran on ("" in
+	// the first recording: 15). What COPY_DATA does depends on it (16+ for the replicating
+	// path), so each major's recording is a file of its own: transcript.json for 15,
+	// transcript-pg<major>.json for the others.
+	Postgres  string     `json:"postgres,omitempty"`
 	Note      []string   `json:"note"`
 	Exchanges []Exchange `json:"exchanges"`
+}
+
+// postgresMajor is the major a transcript was recorded on.
+func (tr *Transcript) postgresMajor() string {
+	if tr.Postgres == "" {
+		return "15"
+	}
+	return tr.Postgres
+}
+
+// transcriptFile is where a recording on Postgres major goes.
+func transcriptFile(major string) string {
+	if major == "15" {
+		return transcriptPath
+	}
+	return filepath.Join(filepath.Dir(transcriptPath), "transcript-pg"+major+".json")
 }
 
 // Exchange is one command and PgDog's reply to it.
@@ -54,6 +74,8 @@ type Exchange struct {
 	Error   *ErrorText  `json:"error,omitempty"`
 	// Closed: PgDog closed the connection after the reply.
 	Closed bool `json:"closed,omitempty"`
+	// postgres is the major of the transcript it was read from.
+	postgres string
 }
 
 // Column is one RowDescription field.
@@ -124,22 +146,58 @@ var (
 	transcriptErr  error
 )
 
-// recorded returns the transcript in testdata.
+// recorded returns the transcripts in testdata (transcript*.json) as one: every file's
+// exchanges, in the order of the file names, each file naming the PgDog commit that
+// answered it.
 func recorded() (*Transcript, error) {
 	transcriptOnce.Do(func() {
-		data, err := os.ReadFile(transcriptPath)
+		files, err := filepath.Glob(filepath.Join(filepath.Dir(transcriptPath), "transcript*.json"))
+		if err == nil && len(files) == 0 {
+			err = os.ErrNotExist
+		}
 		if err != nil {
-			transcriptErr = fmt.Errorf("reading the recorded transcript: %w (record it with LOAM_PGDOG_BIN=... go test ./adapters/pgdog -run TestRealPgDogTranscript -record)", err)
+			transcriptErr = fmt.Errorf("reading the recorded transcripts: %w (record them with LOAM_PGDOG_BIN=... go test ./adapters/pgdog -run TestRealPgDogTranscript -record)", err)
 			return
 		}
-		var tr Transcript
-		if err := json.Unmarshal(data, &tr); err != nil {
-			transcriptErr = fmt.Errorf("%s: %w", transcriptPath, err)
-			return
+		slices.Sort(files)
+		all := &Transcript{}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				transcriptErr = err
+				return
+			}
+			var tr Transcript
+			if err := json.Unmarshal(data, &tr); err != nil {
+				transcriptErr = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			if len(tr.PgDogCommit) != 40 {
+				transcriptErr = fmt.Errorf("%s: pgdog_commit %q is not a commit: a transcript holds what a real PgDog answered, and names it", f, tr.PgDogCommit)
+				return
+			}
+			if all.PgDogCommit == "" {
+				all.PgDogCommit, all.PgDogVersion, all.Note = tr.PgDogCommit, tr.PgDogVersion, tr.Note
+			}
+			for _, e := range tr.Exchanges {
+				e.postgres = tr.postgresMajor()
+				all.Exchanges = append(all.Exchanges, e)
+			}
 		}
-		transcript = &tr
+		transcript = all
 	})
 	return transcript, transcriptErr
+}
+
+// firstTask is the id a freshly started PgDog gave its first task: the recorded first
+// COPY_DATA's (or RESHARD's) task_id.
+func (tr *Transcript) firstTask() (int64, error) {
+	for _, e := range tr.Exchanges {
+		if (e.Label == "copy_data" || e.Label == "reshard") && len(e.Rows) == 1 && len(e.Columns) > 0 && e.Columns[0].Name == "task_id" && e.Rows[0][0] != nil {
+			return strconv.ParseInt(*e.Rows[0][0], 10, 64)
+		}
+	}
+	return 0, errors.New("the transcripts hold no COPY_DATA that started a task")
 }
 
 // byLabel returns the recorded exchanges of a label.
@@ -344,13 +402,14 @@ func (r *recorder) do(label, command string) Exchange {
 // add records an exchange made another way (a login, the extended protocol).
 func (r *recorder) add(e Exchange) { r.trace = append(r.trace, e) }
 
-// writeTranscript rewrites testdata/transcript.json.
+// writeTranscript rewrites the transcript of tr's Postgres major.
 func writeTranscript(t *testing.T, tr Transcript) {
 	t.Helper()
 	data, err := json.MarshalIndent(tr, "", "  ")
 	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Dir(transcriptPath), 0o755))
-	require.NoError(t, os.WriteFile(transcriptPath, append(data, '\n'), 0o644))
+	path := transcriptFile(tr.postgresMajor())
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, append(data, '\n'), 0o644))
 }
 
 func TestValueForm(t *testing.T) {

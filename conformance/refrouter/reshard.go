@@ -90,7 +90,9 @@ func NewResharder(router *Router, rec *shardmap.Record, dsn func(shardmap.Backen
 	if len(key.Tables) == 0 {
 		return nil, errors.New("refrouter: the resharder needs the key's tables named (publications list their tables)")
 	}
-	return &Resharder{router: router, db: rec.Router.Name, key: key, source: rec.Layout.Clone(), target: rec.Target.Clone(), dsn: dsn, next: 1}, nil
+	// Task ids start at 0, as PgDog's do after a start (pgdog/src/api/async_task.rs), so the
+	// cutovers run through reference routers meet task 0 too.
+	return &Resharder{router: router, db: rec.Router.Name, key: key, source: rec.Layout.Clone(), target: rec.Target.Clone(), dsn: dsn, next: 0}, nil
 }
 
 func (rs *Resharder) fail(op string, err error) error {

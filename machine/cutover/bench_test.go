@@ -19,7 +19,7 @@ func script(n int) []cutover.Input {
 	for i := range n {
 		names = append(names, fmt.Sprintf("pgdog-%d", i+1))
 	}
-	w := newWorld(fixture(), names, names[0])
+	w := newWorld(fixture(), names, names[0], 0)
 	m := cutover.New()
 	ctx := &machine.Ctx{Now: 1000, Rand: rand.New(rand.NewPCG(1, 1))}
 	var ins []cutover.Input

@@ -253,7 +253,7 @@ func (m *Machine) to() side {
 }
 
 // cutTask is the task CUTOVER acts on in the current direction.
-func (m *Machine) cutTask() int64 {
+func (m *Machine) cutTask() taskRef {
 	if m.s.Reverse {
 		return m.s.ReverseTask
 	}
@@ -298,7 +298,7 @@ func (m *Machine) afterCheck() stage {
 
 // stream is the reverse stream of the current direction: the one the forward CUTOVER
 // started (new shards to old), or, in a reverse, the one the reverse CUTOVER started.
-func (m *Machine) stream() *int64 {
+func (m *Machine) stream() *taskRef {
 	if m.s.Reverse {
 		return &m.s.ReReverseTask
 	}
@@ -677,7 +677,7 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		m.s.CutoverTries++
 		// Each try is an attempt of the same step, so its answer is told from an
 		// earlier try's.
-		m.add(ctx, op{Step: m.stepID(d), Kind: kCutover, Target: d, Task: m.cutTask(), Attempt: m.s.CutoverTries - 1})
+		m.add(ctx, op{Step: m.stepID(d), Kind: kCutover, Target: d, Task: m.cutTask().ID, Attempt: m.s.CutoverTries - 1})
 	case stResolve:
 		m.s.Polls++
 		m.add(ctx, op{Step: m.stepID(d) + "/" + strconv.Itoa(m.s.Polls), Kind: kList, Target: d})
@@ -719,8 +719,8 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		if m.s.Reverse {
 			task = m.s.ReReverseTask
 		}
-		if task != 0 {
-			m.add(ctx, op{Step: m.stepID(d), Kind: kStop, Target: d, Task: task})
+		if task.Set {
+			m.add(ctx, op{Step: m.stepID(d), Kind: kStop, Target: d, Task: task.ID})
 		}
 	case stFinalReload:
 		// d was never reloaded after its CUTOVER (the reverse stream's pools); now that the
@@ -769,8 +769,8 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 			m.addInstances(ctx, kResume, false)
 		}
 	case stUndoStop:
-		if m.s.Task != 0 {
-			m.add(ctx, op{Step: m.stepID(d), Kind: kStop, Target: d, Task: m.s.Task})
+		if m.s.Task.Set {
+			m.add(ctx, op{Step: m.stepID(d), Kind: kStop, Target: d, Task: m.s.Task.ID})
 		}
 	}
 	if m.s.Open == 0 && m.s.Stage == st {
@@ -857,7 +857,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		case failed != nil:
 			// Not known: finalize reloads d before the old shards open in any case.
 			m.alert(failed.Step, "listing the tasks of "+failed.Target+" failed after the cutover ("+failed.Err+"); if it restarted before the files of generation "+u(m.s.Rec.Generation)+" were written, its writes are refused until finalize reloads it")
-		case *m.stream() == 0:
+		case !m.stream().Set:
 			// check found no stream: d restarted (or the stream ended).
 			m.enter(ctx, stCheckReload)
 			return
@@ -921,7 +921,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, stUndoStop)
 	case stUndoStop:
 		if failed != nil {
-			m.alert(failed.Step, "STOP_TASK "+i64(m.s.Task)+" on "+failed.Target+" failed ("+failed.Err+"); the copy task may still run: stop it by hand")
+			m.alert(failed.Step, "STOP_TASK "+i64(m.s.Task.ID)+" on "+failed.Target+" failed ("+failed.Err+"); the copy task may still run: stop it by hand")
 		}
 		m.enter(ctx, stUndoRecord)
 	case stUndoRecord:
@@ -982,16 +982,16 @@ func (m *Machine) poll(ctx *machine.Ctx) {
 	d := m.designated()
 	m.s.Ops = m.s.Ops[:0]
 	m.s.Open = 0
-	m.add(ctx, op{Step: m.prefix() + "catchup/" + strconv.Itoa(m.s.Polls), Kind: kPoll, Target: d, Task: m.s.Task})
+	m.add(ctx, op{Step: m.prefix() + "catchup/" + strconv.Itoa(m.s.Polls), Kind: kPoll, Target: d, Task: m.s.Task.ID})
 }
 
 func (m *Machine) onCopyStarted(ctx *machine.Ctx, in CopyStarted) {
 	i := m.find(in.Step)
 	if i < 0 || m.s.Ops[i].Kind != kCopy {
-		if in.Err == nil && in.Task != 0 && m.s.Task == 0 && m.copyStep(in.Step) {
+		if in.Err == nil && !m.s.Task.Set && m.copyStep(in.Step) {
 			// A late answer after the copy was given up: remember the task so the undo
 			// stops it, or say that it is left running.
-			m.s.Task = in.Task
+			m.s.Task = some(in.Task)
 			if !(m.s.Stage >= stUndoReload && m.s.Stage < stUndoStop) {
 				m.alert(in.Step, "COPY_DATA task "+i64(in.Task)+" on "+m.designated()+" started after the cutover gave up on it: stop it with STOP_TASK")
 			}
@@ -1002,7 +1002,7 @@ func (m *Machine) onCopyStarted(ctx *machine.Ctx, in CopyStarted) {
 		m.fail(ctx, i, in.Err.Error())
 		return
 	}
-	m.s.Task = in.Task
+	m.s.Task = some(in.Task)
 	m.succeed(ctx, i, machine.I("task", in.Task))
 }
 
@@ -1029,7 +1029,7 @@ func (m *Machine) onPolled(ctx *machine.Ctx, in CopyPolled) {
 		if st == TaskFinished || st == TaskCuttingOver {
 			m.s.ReloadDesg = true // only CUTOVER finishes a COPY_DATA task: routing may have moved
 		}
-		m.undo(ctx, strings.TrimSuffix("copy task "+i64(m.s.Task)+" is "+st.String()+" before the cutover: "+in.Task.Detail, ": "))
+		m.undo(ctx, strings.TrimSuffix("copy task "+i64(m.s.Task.ID)+" is "+st.String()+" before the cutover: "+in.Task.Detail, ": "))
 	case m.s.Abort:
 		m.undo(ctx, "reverse requested before the point of no return")
 	case st == TaskReplicating && in.LagBytes >= 0 && in.LagBytes <= m.s.Plan.Options.LagThreshold:
@@ -1067,14 +1067,14 @@ func (m *Machine) check(ctx *machine.Ctx, i int, tasks []Task) {
 	alive := false
 	for _, t := range tasks {
 		switch {
-		case *known != 0 && t.ID == *known:
+		case known.Set && t.ID == known.ID:
 			alive = t.State.active()
-		case *known == 0 && t.ID > m.cutTask() && t.State.active() && t.ID > stream:
-			stream, alive = t.ID, true
+		case !known.Set && t.ID > m.cutTask().ID && t.State.active() && (!alive || t.ID > stream.ID):
+			stream, alive = some(t.ID), true
 		}
 	}
 	if !alive {
-		*known = 0 // nothing to stop; forward, a later Reverse is refused
+		*known = taskRef{} // nothing to stop; forward, a later Reverse is refused
 		what, why := "reverse stream", "; Reverse is no longer possible"
 		if m.s.Reverse {
 			what, why = "stream of its reverse CUTOVER", ""
@@ -1084,7 +1084,7 @@ func (m *Machine) check(ctx *machine.Ctx, i int, tasks []Task) {
 		return
 	}
 	*known = stream
-	m.succeed(ctx, i, machine.B("restarted", false), machine.I("stream", stream))
+	m.succeed(ctx, i, machine.B("restarted", false), machine.I("stream", stream.ID))
 }
 
 func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
@@ -1106,13 +1106,13 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 	}
 	cut := m.cutTask()
 	var own Task
-	var stream int64
+	var stream taskRef
 	for _, t := range in.Tasks {
 		switch {
-		case t.ID == cut:
+		case cut.Set && t.ID == cut.ID:
 			own = t
-		case t.ID > cut && t.State.active() && t.ID > stream:
-			stream = t.ID // the stream CUTOVER started (new shards to old)
+		case t.ID > cut.ID && t.State.active() && (!stream.Set || t.ID > stream.ID):
+			stream = some(t.ID) // the stream CUTOVER started (new shards to old)
 		}
 	}
 	// Only the CUTOVER's own answer or its task finished says it took: PgDog lists every
@@ -1129,8 +1129,8 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		o.State = opOK
 		m.s.Open = 0
 		m.emitOp(ctx, o, true, machine.B("applied", false), machine.I("stream", 0))
-		m.s.ReverseTask = 0 // a later Reverse is refused
-		m.undo(ctx, "reverse stream "+i64(cut)+" on "+m.designated()+" is "+own.State.String()+" after a CUTOVER that failed, and an earlier reverse's CUTOVER may have landed late: the old shards may miss writes, so the reverse is abandoned")
+		m.s.ReverseTask = taskRef{} // a later Reverse is refused
+		m.undo(ctx, "reverse stream "+i64(cut.ID)+" on "+m.designated()+" is "+own.State.String()+" after a CUTOVER that failed, and an earlier reverse's CUTOVER may have landed late: the old shards may miss writes, so the reverse is abandoned")
 	case applied:
 		if m.s.Reverse {
 			m.s.ReReverseTask = stream
@@ -1139,10 +1139,10 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 			m.pastPNR()
 		}
 		m.s.CutoverOK = true
-		if stream == 0 {
+		if !stream.Set {
 			m.alert(m.s.Ops[i].Step, "CUTOVER on "+m.designated()+" took effect but no reverse stream is listed; Reverse will be refused")
 		}
-		m.succeed(ctx, i, machine.B("applied", true), machine.I("stream", stream))
+		m.succeed(ctx, i, machine.B("applied", true), machine.I("stream", stream.ID))
 	case own.State == TaskReplicating:
 		// Still waiting for its CUTOVER: it did not take.
 		o := &m.s.Ops[i]
@@ -1153,7 +1153,7 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 			m.enter(ctx, stCutover)
 			return
 		}
-		m.undo(ctx, "CUTOVER "+i64(cut)+" on "+m.designated()+" did not take after "+strconv.Itoa(m.s.CutoverTries)+" attempts")
+		m.undo(ctx, "CUTOVER "+i64(cut.ID)+" on "+m.designated()+" did not take after "+strconv.Itoa(m.s.CutoverTries)+" attempts")
 	case own.State == TaskCuttingOver || own.State == TaskUnknown || own.State == TaskStopping:
 		o := &m.s.Ops[i]
 		o.State = opOK
@@ -1161,7 +1161,7 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		m.emitOp(ctx, o, true, machine.B("applied", false), machine.I("stream", 0))
 		if m.s.Polls%stuckPolls == 0 {
 			// Nothing can be decided while it runs, and every instance is held meanwhile.
-			m.alert(m.s.Ops[i].Step, "CUTOVER "+i64(cut)+" on "+m.designated()+" is still "+own.State.String()+" after "+strconv.Itoa(m.s.Polls)+" listings: every instance is paused and both layouts are fenced until it ends; see SHOW TASKS on "+m.designated())
+			m.alert(m.s.Ops[i].Step, "CUTOVER "+i64(cut.ID)+" on "+m.designated()+" is still "+own.State.String()+" after "+strconv.Itoa(m.s.Polls)+" listings: every instance is paused and both layouts are fenced until it ends; see SHOW TASKS on "+m.designated())
 		}
 		m.setTimer(m.prefix()+"resolve/next", ctx.Now+m.s.Plan.Options.PollEvery)
 	default:
@@ -1170,22 +1170,22 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		m.s.Open = 0
 		m.emitOp(ctx, o, true, machine.B("applied", false), machine.I("stream", 0))
 		if m.s.Reverse {
-			m.s.ReverseTask = 0 // the reverse stream is gone: a later Reverse is refused
+			m.s.ReverseTask = taskRef{} // the reverse stream is gone: a later Reverse is refused
 		}
-		m.undo(ctx, strings.TrimSpace("CUTOVER "+i64(cut)+" on "+m.designated()+" failed: task is "+own.State.String()+" "+own.Detail))
+		m.undo(ctx, strings.TrimSpace("CUTOVER "+i64(cut.ID)+" on "+m.designated()+" failed: task is "+own.State.String()+" "+own.Detail))
 	}
 }
 
 // adopt picks up the copy a COPY_DATA sent before a restart started, or sends it again.
 func (m *Machine) adopt(ctx *machine.Ctx, i int, tasks []Task) {
-	var best Task
+	var best taskRef
 	for _, t := range tasks {
-		if (t.State == TaskSyncing || t.State == TaskReplicating) && t.ID > best.ID {
-			best = t
+		if (t.State == TaskSyncing || t.State == TaskReplicating) && (!best.Set || t.ID > best.ID) {
+			best = some(t.ID)
 		}
 	}
-	if best.ID != 0 {
-		m.s.Task = best.ID
+	if best.Set {
+		m.s.Task = best
 		m.succeed(ctx, i, machine.I("task", best.ID))
 		return
 	}
@@ -1227,7 +1227,7 @@ func (m *Machine) act(ctx *machine.Ctx) {
 		ctx.Emit(Spec, "Finalize", machine.U("gen", m.s.Rec.Generation))
 		m.enter(ctx, stStop)
 	case decReverse:
-		if m.s.ReverseTask == 0 {
+		if !m.s.ReverseTask.Set {
 			m.s.Decision = decNone
 			m.alert(m.prefix()+"reverse", "Reverse refused: no reverse stream is known on "+m.designated()+" (it restarted, or CUTOVER started none); the old shards are not current")
 			ctx.Emit(Spec, "ReverseRefused")

@@ -207,7 +207,8 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	}
 	h.m = cutover.New()
 	h.seen = nil
-	h.w = newWorld(fixture(), instances, designated)
+	// first-task=N: the id the designated PgDog hands out first (a freshly started one: 0).
+	h.w = newWorld(fixture(), instances, designated, int64(machinetest.Arg(t, d, "first-task", 7)))
 	h.rec = &machine.Recorder{}
 	h.now = 1000
 	h.rng = rand.New(rand.NewPCG(1, 2))

@@ -43,6 +43,7 @@ type runConfig struct {
 	foreign    bool // allow writes to the record by someone else (may halt or abort)
 	trace      *machine.Recorder
 	deadline   int64 // CatchUpDeadline; 0 means 60 s
+	firstTask  int64 // the first task id the designated PgDog hands out (0 after its start)
 }
 
 // runResult is what a run saw.
@@ -63,7 +64,7 @@ func run(c chooser, cfg runConfig) runResult {
 		names = append(names, fmt.Sprintf("pgdog-%d", i+1))
 	}
 	d := names[cfg.designated]
-	w := newWorld(fixture(), names, d)
+	w := newWorld(fixture(), names, d, cfg.firstTask)
 	w.lag = int64(c.pick(3000, "lag"))
 	w.syncPolls = c.pick(3, "syncPolls")
 	if cfg.deadline == 0 {
@@ -268,6 +269,8 @@ func drawConfig(t *rapid.T) runConfig {
 		finalize:   rapid.IntRange(0, 2).Draw(t, "finalize"),
 		chaos:      rapid.IntRange(0, 300).Draw(t, "chaos"),
 		foreign:    rapid.Bool().Draw(t, "foreign"),
+		// A freshly started PgDog's first task is 0; one that ran tasks before hands out more.
+		firstTask: rapid.SampledFrom([]int64{0, 7}).Draw(t, "firstTask"),
 	}
 }
 

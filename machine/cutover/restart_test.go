@@ -28,7 +28,7 @@ import (
 func reliable(t *testing.T, decision cutover.Input, failing string, restartAt int, applied bool) (cutover.Done, []string, int, map[string]bool) {
 	t.Helper()
 	names := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
-	w := newWorld(fixture(), names, "pgdog-1")
+	w := newWorld(fixture(), names, "pgdog-1", 0)
 	w.lag, w.syncPolls = 3000, 1
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
 	m := cutover.New()

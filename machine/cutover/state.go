@@ -150,11 +150,11 @@ type state struct {
 	Open    int // ops of the stage not yet settled
 	Timers  []timer
 
-	Task          int64 // the COPY_DATA task
-	ReverseTask   int64 // the stream the forward CUTOVER started (new shards to old)
-	ReReverseTask int64 // the stream the reverse CUTOVER started
-	CopyFrom      int64 // when the first CopyData went out (the catch-up deadline counts from it)
-	Polls         int   // polls in the current stage (catch-up or resolve), for step ids
+	Task          taskRef // the COPY_DATA task
+	ReverseTask   taskRef // the stream the forward CUTOVER started (new shards to old)
+	ReReverseTask taskRef // the stream the reverse CUTOVER started
+	CopyFrom      int64   // when the first CopyData went out (the catch-up deadline counts from it)
+	Polls         int     // polls in the current stage (catch-up or resolve), for step ids
 	LastLag       int64
 	CutoverTries  int
 	CutoverOK     bool // the CUTOVER of the current direction answered OK

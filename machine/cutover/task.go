@@ -1,6 +1,8 @@
 package cutover
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -83,4 +85,58 @@ func ClassifyTask(status, inner string) TaskState {
 		return TaskStopping
 	}
 	return TaskUnknown
+}
+
+// taskRef is a task the machine holds, or none. PgDog numbers its tasks from 0 after every
+// start (pgdog/src/api/async_task.rs: TasksMap.next_id is a fetch_add on a counter that
+// starts at 0), so id 0 is a task, never "no task": the first COPY_DATA of a freshly
+// started PgDog gets it.
+type taskRef struct {
+	ID  int64
+	Set bool
+}
+
+func some(id int64) taskRef { return taskRef{ID: id, Set: true} }
+
+// MarshalJSON writes null for none and {"id":N} for a task, so that a snapshot of task 0
+// cannot be read as one taken by a version that stored the bare id (where 0 meant none).
+func (t taskRef) MarshalJSON() ([]byte, error) {
+	if !t.Set {
+		return []byte("null"), nil
+	}
+	return json.Marshal(struct {
+		ID int64 `json:"id"`
+	}{t.ID})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes and, from snapshots of earlier versions, the
+// bare id they stored, where 0 meant no task.
+func (t *taskRef) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	switch {
+	case s == "null":
+		*t = taskRef{}
+		return nil
+	case strings.HasPrefix(s, "{"):
+		var v struct {
+			ID *int64 `json:"id"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("task: %w", err)
+		}
+		if v.ID == nil || *v.ID < 0 {
+			return fmt.Errorf("task %s: want {\"id\": <id ≥ 0>} or null", s)
+		}
+		*t = some(*v.ID)
+		return nil
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 0 {
+		return fmt.Errorf("task %s: want {\"id\": <id ≥ 0>}, null, or (from an earlier version) a bare id", s)
+	}
+	*t = taskRef{}
+	if id != 0 {
+		*t = some(id)
+	}
+	return nil
 }

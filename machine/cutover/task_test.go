@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
 )
 
@@ -51,6 +52,8 @@ func FuzzSnapshotJSON(f *testing.F) {
 	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"Origin":{"version":1}}`))
+	f.Add([]byte(`{"Task":7,"ReverseTask":0,"ReReverseTask":null}`)) // bare ids, as before task 0 was a task
+	f.Add([]byte(`{"Task":{"id":0},"ReverseTask":{"id":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s cutover.Snapshot
 		if json.Unmarshal(data, &s) != nil {
@@ -71,4 +74,71 @@ func FuzzSnapshotJSON(f *testing.F) {
 		require.NoError(t, err)
 		require.JSONEq(t, string(b1), string(b2))
 	})
+}
+
+// TestSnapshotTaskIDs: a snapshot keeps task 0 as a task (the first COPY_DATA of a freshly
+// started PgDog answers task_id 0), and a snapshot saved by a version that stored the bare
+// id, where 0 meant no task, still restores as it meant.
+func TestSnapshotTaskIDs(t *testing.T) {
+	ctx := &machine.Ctx{Now: 1000}
+	// copying is a machine polling copy task id.
+	copying := func(id int64) *cutover.Machine {
+		m := cutover.New()
+		plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub"}
+		m.On(ctx, cutover.Start{Record: fixture(), Plan: plan})
+		m.On(ctx, cutover.RecordWritten{Step: "app/4/begin@12", Version: 13})
+		m.On(ctx, cutover.CopyStarted{Step: "app/4/copy/pgdog-1", Task: id})
+		return m
+	}
+	restore := func(data string) *cutover.Machine {
+		t.Helper()
+		var s cutover.Snapshot
+		require.NoError(t, json.Unmarshal([]byte(data), &s))
+		m, err := cutover.Restore(s)
+		require.NoError(t, err)
+		return m
+	}
+	save := func(m *cutover.Machine) string {
+		data, err := json.Marshal(m.Snapshot())
+		require.NoError(t, err)
+		return string(data)
+	}
+	// stops is what the rollback a Reverse before the point of no return starts sends.
+	stops := func(m *cutover.Machine) []string {
+		var out []string
+		for _, c := range m.On(ctx, cutover.Reverse{}) {
+			if _, ok := c.(cutover.StopTask); ok {
+				out = append(out, c.String())
+			}
+		}
+		return out
+	}
+
+	zero := save(copying(0))
+	require.Contains(t, zero, `"Task":{"id":0}`)
+	require.Contains(t, zero, `"ReverseTask":null`)
+	require.Equal(t, []string{"StopTask step=app/4/undo/stop/pgdog-1 instance=pgdog-1 task=0"}, stops(restore(zero)),
+		"copy task 0 is stopped by the rollback")
+
+	// Written by the version before: bare ids, 0 for none.
+	seven := save(copying(7))
+	with := func(task any) string {
+		t.Helper()
+		var f map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(seven), &f))
+		v, err := json.Marshal(task)
+		require.NoError(t, err)
+		f["Task"], f["ReverseTask"], f["ReReverseTask"] = v, json.RawMessage("0"), json.RawMessage("0")
+		out, err := json.Marshal(f)
+		require.NoError(t, err)
+		return string(out)
+	}
+	require.Equal(t, stops(restore(seven)), stops(restore(with(7))))
+	require.Equal(t, []string{"StopTask step=app/4/undo/stop/pgdog-1 instance=pgdog-1 task=7"}, stops(restore(with(7))))
+	require.Empty(t, stops(restore(with(0))), "a bare 0 was that version's 'no task'")
+
+	for _, bad := range []any{-1, "7", map[string]int{"id": -2}, map[string]int{}} {
+		var s cutover.Snapshot
+		require.Error(t, json.Unmarshal([]byte(with(bad)), &s), "%v", bad)
+	}
 }

@@ -20,13 +20,15 @@ type world struct {
 	instances  []string
 	designated string
 
-	store     *shardmap.Record
-	files     uint64            // generation of the files on the shared volume
-	filesOn   string            // the layout those files route to
-	fenced    map[string]bool   // shard -> fenced
-	routes    map[string]string // instance -> "src" | "dst"
-	paused    map[string]bool
-	tasks     map[int64]cutover.TaskState
+	store   *shardmap.Record
+	files   uint64            // generation of the files on the shared volume
+	filesOn string            // the layout those files route to
+	fenced  map[string]bool   // shard -> fenced
+	routes  map[string]string // instance -> "src" | "dst"
+	paused  map[string]bool
+	tasks   map[int64]cutover.TaskState
+	// Task ids: PgDog numbers its tasks from 0 after a start (newWorld's firstTask), so the
+	// world marks a task it has none of with noTask.
 	slotTask  int64 // the task replicating into the deterministic slot
 	nextTask  int64
 	copyTask  int64
@@ -61,16 +63,26 @@ type world struct {
 	// checkFailed: the machine alerted that its check of d after the resume (listing d's
 	// tasks, or reloading it) failed, so d may serve on the old files until finalize.
 	checkFailed bool
+	// alerts counts the Alerts the machine raised; named holds the tasks a command of the
+	// machine named (it knew their ids). A known task it leaves running needs an Alert.
+	alerts int
+	named  map[int64]bool
 
 	violations []string
 }
 
-func newWorld(rec *shardmap.Record, instances []string, designated string) *world {
+// noTask is the world's "no such task": PgDog's ids are never negative.
+const noTask = -1
+
+// newWorld models instances whose PgDog hands out task ids from firstTask (a freshly
+// started PgDog: 0).
+func newWorld(rec *shardmap.Record, instances []string, designated string, firstTask int64) *world {
 	w := &world{
+		slotTask: noTask, copyTask: noTask, stream: noTask, restream: noTask, named: map[int64]bool{},
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation, filesOn: "src",
 		fenced: map[string]bool{}, routes: map[string]string{}, paused: map[string]bool{},
-		tasks: map[int64]cutover.TaskState{}, nextTask: 7, stranded: map[string]int{},
+		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
 	}
 	for _, s := range rec.Shards {
@@ -134,7 +146,7 @@ func other(l string) string {
 func (w *world) streams(l string) bool {
 	run := func(id int64) bool {
 		st, ok := w.tasks[id]
-		return id != 0 && ok && (st == cutover.TaskSyncing || st == cutover.TaskReplicating)
+		return id != noTask && ok && (st == cutover.TaskSyncing || st == cutover.TaskReplicating)
 	}
 	if l == "src" {
 		return run(w.copyTask) || run(w.restream)
@@ -194,7 +206,13 @@ func holdOf(c cutover.Command) (target string, on, ok bool) {
 // that timed out can still run on the server after a later one), so the one sent first
 // may land last and undo the one the machine meant to be the last word.
 func (w *world) send(c cutover.Command) {
-	if c, ok := c.(cutover.StopTask); ok && c.Task == w.stream && w.stream != 0 && !w.checkFailed && !w.lateCut {
+	switch c := c.(type) {
+	case cutover.PollCopy:
+		w.named[c.Task] = true
+	case cutover.Cutover:
+		w.named[c.Task] = true
+	}
+	if c, ok := c.(cutover.StopTask); ok && c.Task == w.stream && w.stream != noTask && !w.checkFailed && !w.lateCut {
 		// Finalize begins: the serving period ends. d must have served it on the layout
 		// the stored generation routes to; a d that restarted before the files of g+1 were
 		// written routes by the files of g unless the machine reloaded it. (A CUTOVER that
@@ -228,6 +246,7 @@ func (w *world) send(c cutover.Command) {
 
 // alert notes what the machine said it could not do.
 func (w *world) alert(a cutover.Alert) {
+	w.alerts++
 	if strings.Contains(a.Step, "/check/") && strings.Contains(a.Reason, "failed") {
 		w.checkFailed = true
 	}
@@ -268,7 +287,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		w.writeRecord(c)
 		return cutover.RecordWritten{Step: c.Step, Version: w.store.Version}
 	case cutover.CopyData:
-		if effect && !(w.slotTask != 0 && w.tasks[w.slotTask] != cutover.TaskCancelled) {
+		if effect && !(w.slotTask != noTask && w.tasks[w.slotTask] != cutover.TaskCancelled) {
 			w.copyTask, w.slotTask = w.nextTask, w.nextTask
 			w.tasks[w.copyTask] = cutover.TaskSyncing
 			w.nextTask++
@@ -483,6 +502,17 @@ func (w *world) checkEnd(d cutover.Done) {
 		round := b[:strings.Index(b, "pause/")]
 		if i := w.pauses[b]; w.fenceRound[round] && !w.paused1[b] && !slices.Contains(d.Missed, i) {
 			w.violate("%v: %s never paused in round %q, which went on to fence, but Done.Missed is %v", d.Outcome, i, round, d.Missed)
+		}
+	}
+	if d.Outcome == cutover.Finalized || d.Outcome == cutover.RolledBack || d.Outcome == cutover.Reversed {
+		// Every task the cutover knew of ends with it: the copy (rolled back), the stream
+		// of the last CUTOVER (finalized, reversed). One left running goes on replicating
+		// into a layout nobody serves, and holds its slot on the source: only an Alert that
+		// tells the operator to stop it excuses it.
+		for id, st := range w.tasks {
+			if (st == cutover.TaskSyncing || st == cutover.TaskReplicating) && w.named[id] && w.alerts == 0 {
+				w.violate("%v: task %d is left %v on %s and no Alert says so", d.Outcome, id, st, w.designated)
+			}
 		}
 	}
 	switch d.Outcome {
