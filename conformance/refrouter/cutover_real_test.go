@@ -364,7 +364,9 @@ type outcome struct {
 	writes                 []refrouter.Write
 	windows                [][2]time.Time // each from its first PAUSE to the last RESUME before the next PAUSE
 	pauseWindow            time.Duration  // the first window
+	pause                  driver.PauseReport // the first window, step by step, from the driver's Timeline
 	p99Steady, p99Cutover  time.Duration
+	stall                  time.Duration // the longest write of a paused instance's client started in a window
 	acked, fenced, failed  int
 	lost                   int
 	firstPause, lastResume time.Time
@@ -396,14 +398,15 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 		},
 		Instance: driver.Lookup(insts), Resharder: driver.Lookup(reshards), Backend: driver.Lookup(backs),
 		OnDone: func(d cutover.Done) { done <- d }, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))}
-	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 50, RetryAfter: 50, Attempts: 3, Grace: 100, CatchUpDeadline: 60_000, Mutants: r.mutants}
+	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 50, RetryAfter: 50, Attempts: 3, InstanceAttempts: 1, Grace: 100, CatchUpDeadline: 60_000, Mutants: r.mutants}
 	if r.scenario == forward {
 		opts.FinalizeAfter = 200
 	}
 	ids := r.fleet.IDs()
 	startIn := cutover.Start{Record: r.rec.Clone(), Plan: cutover.Plan{Designated: "ref-1", Instances: ids, Role: r.role,
 		Publication: "loam_" + r.db, Options: opts}}
-	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard}
+	timeline := &driver.Timeline{}
+	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard, Timeline: timeline}
 	if r.scenario == reverse {
 		inputs := make(chan cutover.Input)
 		cfg.Inputs = inputs
@@ -422,6 +425,7 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 	}
 	require.NoError(t, err, "the cutover driver")
 	var o outcome
+	o.pause, _ = driver.CutoverPause(timeline.Spans())
 	select {
 	case o.done = <-done:
 	default:
@@ -463,6 +467,7 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 			steadyLat = append(steadyLat, w.Latency)
 		case slices.ContainsFunc(o.windows, func(win [2]time.Time) bool { return !w.Start.Before(win[0]) && !w.Start.After(win[1]) }):
 			cutLat = append(cutLat, w.Latency)
+			o.stall = max(o.stall, w.Latency)
 		}
 	}
 	o.p99Steady, o.p99Cutover = p99(steadyLat), p99(cutLat)
@@ -770,8 +775,11 @@ func TestRealCutoverFigures(t *testing.T) {
 		t.Skip("set LOAM_CUTOVER_RUNS=10 to measure the cutover figures")
 	}
 	servers := startCutoverServers(t)
-	var windows []time.Duration
+	var windows, controller, stalls []time.Duration
 	var ratios []float64
+	steps := map[string][]time.Duration{}
+	stepCtl := map[string][]time.Duration{}
+	var order []string
 	for n := 1; n <= runs; n++ {
 		t.Run(fmt.Sprintf("run=%d", n), func(t *testing.T) {
 			r := newCutoverRun(t, servers, 100+n, forward, false)
@@ -781,16 +789,40 @@ func TestRealCutoverFigures(t *testing.T) {
 			o.lost = checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
 			require.Zero(t, o.lost)
 			windows = append(windows, o.pauseWindow)
+			controller = append(controller, o.pause.Controller)
+			stalls = append(stalls, o.stall)
+			for _, s := range o.pause.Steps {
+				if _, ok := steps[s.Stage]; !ok {
+					order = append(order, s.Stage)
+				}
+				steps[s.Stage] = append(steps[s.Stage], s.Wall)
+				stepCtl[s.Stage] = append(stepCtl[s.Stage], s.Wall-s.Busy)
+			}
 			ratio := float64(o.p99Cutover) / float64(o.p99Steady)
 			ratios = append(ratios, ratio)
-			t.Logf("run %d: pause window %v; p99 steady %v, during the pause %v (ratio %.1f); acknowledged %d, refused by the fence %d, failed otherwise %d, lost %d",
-				n, o.pauseWindow.Round(time.Microsecond), o.p99Steady, o.p99Cutover, ratio, o.acked, o.fenced, o.failed, o.lost)
+			t.Logf("run %d: pause window %v; p99 steady %v, during the pause %v (ratio %.1f), longest write %v; acknowledged %d, refused by the fence %d, failed otherwise %d, lost %d\n%s",
+				n, o.pauseWindow.Round(time.Microsecond), o.p99Steady, o.p99Cutover, ratio, o.stall, o.acked, o.fenced, o.failed, o.lost, o.pause)
 		})
 	}
 	require.Len(t, windows, runs, "every run measured")
-	sort.Slice(windows, func(i, j int) bool { return windows[i] < windows[j] })
 	sort.Float64s(ratios)
-	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
-		runs, cutoverInstances, cutoverWorkers, windows[len(windows)/2].Round(time.Microsecond), windows[len(windows)-1].Round(time.Microsecond),
+	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, p99 %v, max %v; controller's share median %v, p99 %v; longest write median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
+		runs, cutoverInstances, cutoverWorkers, quantile(windows, 0.5), quantile(windows, 0.99), quantile(windows, 1),
+		quantile(controller, 0.5), quantile(controller, 0.99), quantile(stalls, 0.5), quantile(stalls, 1),
 		ratios[len(ratios)/2], ratios[len(ratios)-1])
+	for _, st := range order {
+		t.Logf("  step %-8s wall median %8v p99 %8v; controller median %8v p99 %8v (%d runs)", st,
+			quantile(steps[st], 0.5), quantile(steps[st], 0.99), quantile(stepCtl[st], 0.5), quantile(stepCtl[st], 0.99), len(steps[st]))
+	}
+}
+
+// quantile is the q-quantile of ds (nearest rank), rounded to 0.1ms.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*q+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))].Round(100 * time.Microsecond)
 }
