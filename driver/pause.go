@@ -55,7 +55,7 @@ type PauseCommand struct {
 	Step   string        `json:"step"`
 	Target string        `json:"target"` // the instance, the shard, "store", "files"
 	What   string        `json:"what"`
-	Result string        `json:"result"` // "ok" or the error
+	Result string        `json:"result"`    // "ok" or the error
 	Offset time.Duration `json:"offset_ns"` // from PauseReport.Start
 	Wall   time.Duration `json:"wall_ns"`   // Execute called to returned
 	Audit  time.Duration `json:"audit_ns"`  // of Wall, the audit writes (Audited with the Timeline)
@@ -175,7 +175,9 @@ func cutoverStage(step string) (dir, stage string) {
 // the first Pause: what TestRealCutoverFigures prints.
 func (r PauseReport) String() string {
 	var b strings.Builder
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + "ms" }
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + "ms"
+	}
 	cost := func(c PauseCosts) string {
 		return "audit " + ms(c.Audit) + ", save " + ms(c.Save) + ", wait " + ms(c.Wait) + ", feed " + ms(c.Feed) + ", other " + ms(c.Other)
 	}

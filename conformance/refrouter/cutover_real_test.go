@@ -362,8 +362,8 @@ func addDigests(a, b adapters.TableDigest) adapters.TableDigest {
 type outcome struct {
 	done                   cutover.Done
 	writes                 []refrouter.Write
-	windows                [][2]time.Time // each from its first PAUSE to the last RESUME before the next PAUSE
-	pauseWindow            time.Duration  // the first window
+	windows                [][2]time.Time     // each from its first PAUSE to the last RESUME before the next PAUSE
+	pauseWindow            time.Duration      // the first window
 	pause                  driver.PauseReport // the first window, step by step, from the driver's Timeline
 	p99Steady, p99Cutover  time.Duration
 	stall                  time.Duration // the longest write of a paused instance's client started in a window
