@@ -52,7 +52,7 @@ var cutoverServerSettings = map[string]string{
 
 type cutoverServers struct{ src, dst *pgtest.Server }
 
-func startCutoverServers(t *testing.T) cutoverServers {
+func startCutoverServers(t testing.TB) cutoverServers {
 	return cutoverServers{src: cutSrc.Get(t), dst: cutDst.Get(t)}
 }
 
@@ -68,22 +68,23 @@ func (s scenario) String() string { return [...]string{"forward", "rollback", "r
 
 // cutoverRun is one run's world and what happened in it.
 type cutoverRun struct {
-	t        *testing.T
-	servers  cutoverServers
-	scenario scenario
-	digests  bool // compare digests at every CUTOVER (adds their time to the pause)
-	mutants  cutover.Mutants
-	db, role string
-	srcDBs   []string
-	dstDBs   []string
-	rec      *shardmap.Record // the record the cutover starts from (generation 2, resharding)
-	creds    render.Credentials
-	store    *memstore.Store
-	dbRef    adapters.DBRef
-	fleet    *refrouter.Fleet
-	rs       *refrouter.Resharder
-	backends map[string]*postgres.Backend
-	logs     bytes.Buffer
+	t         testing.TB
+	instances int
+	servers   cutoverServers
+	scenario  scenario
+	digests   bool // compare digests at every CUTOVER (adds their time to the pause)
+	mutants   cutover.Mutants
+	db, role  string
+	srcDBs    []string
+	dstDBs    []string
+	rec       *shardmap.Record // the record the cutover starts from (generation 2, resharding)
+	creds     render.Credentials
+	store     *memstore.Store
+	dbRef     adapters.DBRef
+	fleet     *refrouter.Fleet
+	rs        *refrouter.Resharder
+	backends  map[string]*postgres.Backend
+	logs      bytes.Buffer
 
 	mu          sync.Mutex
 	pauses      []time.Time          // successful PAUSEs
@@ -117,9 +118,16 @@ type digestCheck struct {
 	misplaced adapters.TableDigest // the new shard's rows that do NOT route to it (must be 0)
 }
 
-func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
+func newCutoverRun(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
 	t.Helper()
-	r := &cutoverRun{t: t, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
+	return newCutoverRunOf(t, servers, n, sc, digests, cutoverInstances)
+}
+
+// newCutoverRunOf is newCutoverRun with that many reference-router instances (ref-3 is
+// still the unreachable one).
+func newCutoverRunOf(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool, instances int) *cutoverRun {
+	t.Helper()
+	r := &cutoverRun{t: t, instances: instances, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
 		backends: map[string]*postgres.Backend{}, fenced: map[string]time.Time{}, unfenced: map[string]time.Time{},
 		resumedPost: map[string]bool{}, pastPNR: make(chan struct{})}
 	ddl := "CREATE TABLE t (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON t TO " + r.role
@@ -163,7 +171,7 @@ func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, dig
 	g1 := r.rec.Clone()
 	_, err := r.store.CAS(ctx, r.dbRef, 0, g1)
 	require.NoError(t, err)
-	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: cutoverInstances, Database: r.db, User: r.role,
+	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: r.instances, Database: r.db, User: r.role,
 		MaxConns: 4, Files: r.render(t, g1), Generation: g1.Generation})
 	require.NoError(t, err)
 	t.Cleanup(r.fleet.Close)
@@ -198,7 +206,7 @@ func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, dig
 	return r
 }
 
-func (r *cutoverRun) render(t *testing.T, rec *shardmap.Record) render.Files {
+func (r *cutoverRun) render(t testing.TB, rec *shardmap.Record) render.Files {
 	t.Helper()
 	fs, err := render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
 	require.NoError(t, err)
@@ -249,7 +257,7 @@ func (i instance) Resume(ctx context.Context, db string) error {
 		i.r.resumes = append(i.r.resumes, time.Now())
 		if i.r.cutovers > 0 && i.r.scenario == reverse && !i.r.resumedPost[i.id] {
 			i.r.resumedPost[i.id] = true
-			if len(i.r.resumedPost) == cutoverInstances-1 {
+			if len(i.r.resumedPost) == i.r.instances-1 {
 				close(i.r.pastPNR)
 			}
 		}
@@ -527,7 +535,7 @@ func p99(ds []time.Duration) time.Duration {
 
 // rows reads every row of t on the given databases: id -> the indexes of the databases
 // holding it, and id -> the router column.
-func rows(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
+func rows(t testing.TB, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
 	t.Helper()
 	where, by := map[int64][]int{}, map[int64]string{}
 	for i, db := range dbs {
@@ -550,7 +558,7 @@ func rows(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[in
 // checkExactlyOnce: every acknowledged write is stored exactly once among dbs, on the shard
 // the layout routes it to; every stored row comes from a write of the load that was not
 // refused by a fence. It returns how many acknowledged writes are missing (lost).
-func checkExactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
+func checkExactlyOnce(t testing.TB, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
 	t.Helper()
 	byKey := map[int64]refrouter.Write{}
 	lost := 0
