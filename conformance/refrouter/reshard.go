@@ -30,9 +30,9 @@ import (
 //   - Cutover: drain (a barrier row written on every source shard, through the superuser
 //     the replication uses, not the fenced role, must arrive on every destination shard),
 //     make the reverse stream's publications and slots (the destination is quiet then),
-//     drop the forward subscriptions, swap the two database names in the designated
-//     router's memory (Router.Swap, as PgDog's CUTOVER does), and subscribe the reverse
-//     stream (destination to source, no initial copy) as a new task. Connections are
+//     drop the forward subscriptions while subscribing the reverse stream (destination to
+//     source, no initial copy; a new task), then swap the two database names in the
+//     designated router's memory (Router.Swap, as PgDog's CUTOVER does). Connections are
 //     pooled per shard database, so the CUTOVER, run while writes wait, opens none.
 //   - StopTask: drop a task's subscriptions and publications.
 //
@@ -448,7 +448,7 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 	}
 	// The stream back starts where the drain left the new shards: nothing writes there
 	// (the fence keeps the role out, the forward stream has nothing left to apply), so its
-	// publications and slots are made now, while the forward stream is dropped.
+	// publications and slots are made now, before the forward stream is dropped.
 	rev := &streamTask{kind: "replication", status: "running", inner: "replicating", started: time.Now(), synced: true,
 		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + "_r" + strconv.FormatInt(rs.next, 10),
 		slot: t.slot + "_r" + strconv.FormatInt(rs.next, 10)}
@@ -461,19 +461,25 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 		t.status = "failed: " + err.Error()
 		return rs.fail("Cutover", err)
 	}
-	if err := rs.unstream(ctx, t); err != nil {
+	// The forward stream is dropped while the stream back is subscribed: neither carries
+	// anything now (the drain is done, the fence keeps the role off both layouts), and the
+	// swap, which lets the designated instance write where the stream back reads, comes only
+	// once both are done.
+	var drop, sub error
+	var wg sync.WaitGroup
+	wg.Go(func() { drop = rs.unstream(ctx, t) })
+	wg.Go(func() { sub = rs.subscribe(ctx, rev, false, false) })
+	wg.Wait()
+	if err := errors.Join(drop, sub); err != nil {
 		t.status = "failed: " + err.Error()
-		return rs.fail("Cutover", errors.Join(err, rs.dropSlots(context.WithoutCancel(ctx), rev), rs.unstream(context.WithoutCancel(ctx), rev)))
+		undo := context.WithoutCancel(ctx)
+		return rs.fail("Cutover", errors.Join(err, rs.unstream(undo, rev), rs.dropSlots(undo, rev)))
 	}
 	if err := rs.router.Swap(t.fromDB, t.toDB); err != nil {
 		t.status = "failed: " + err.Error()
 		return err
 	}
 	// Past the swap: the stream back keeps the old shards current.
-	if err := rs.subscribe(ctx, rev, false, false); err != nil {
-		t.status = "finished"
-		return rs.fail("Cutover", fmt.Errorf("refrouter: the swap took effect but the reverse stream did not start: %w", err))
-	}
 	t.status, t.inner = "finished", ""
 	rev.id = rs.next
 	rs.next++
