@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,8 +85,12 @@ func NewAudit(store adapters.BlobStore, who func() Token, logger *slog.Logger) *
 
 // Append writes e, filling Key, At, Holder and Epoch.
 func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
+	return a.appendAt(ctx, e, time.Now())
+}
+
+// appendAt writes e as of now: its key and At are those of now, whenever it is written.
+func (a *Audit) appendAt(ctx context.Context, e AuditEntry, now time.Time) error {
 	tok := a.who()
-	now := time.Now()
 	var r [3]byte
 	_, _ = crand.Read(r[:])
 	e.Holder, e.Epoch, e.At = tok.Holder, tok.Epoch, now.UnixMilli()
@@ -188,6 +193,13 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // by an exec entry and followed by a result entry, and so that no command runs unless Valid
 // says the lease is held: a deposed controller's step is refused, recorded as refused, and
 // answered with nothing (the run is being stopped).
+//
+// The exec entry is written before the command runs (its write is the store-kept lease's
+// check). The result entry is not in the critical path: the reply goes back to the machine
+// at once and the entry, keyed and timed as of the reply, is written beside the next step's
+// snapshot save; Run waits for every such write (Flush) before it returns. A process killed
+// in between may leave a command's exec entry without its result; the machine's snapshot
+// still has the reply.
 type Audited[In, Cmd any] struct {
 	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
 	Next     Executor[In, Cmd]
@@ -200,6 +212,31 @@ type Audited[In, Cmd any] struct {
 	// OnResult, when set, sees every executed command with its reply and the entry that
 	// recorded it (for metrics and progress).
 	OnResult func(Cmd, In, AuditEntry)
+	// Timeline, when set (the run's Config.Timeline), records each audit write as a
+	// SpanAudit, so the time a command spends waiting on the audit log is told from the
+	// time the system it acts on takes.
+	Timeline *Timeline
+
+	pending sync.WaitGroup // result entries being written
+}
+
+// Flush waits until every result entry handed off so far is written. Run calls it before
+// it returns.
+func (x *Audited[In, Cmd]) Flush() { x.pending.Wait() }
+
+// append writes e and records the write in x.Timeline.
+func (x *Audited[In, Cmd]) append(ctx context.Context, e AuditEntry, now time.Time) error {
+	if x.Timeline == nil {
+		return x.Audit.appendAt(ctx, e, now)
+	}
+	t0 := time.Now()
+	err := x.Audit.appendAt(ctx, e, now)
+	res := "ok"
+	if err != nil {
+		res = err.Error()
+	}
+	x.Timeline.Add(Span{Kind: SpanAudit, Step: e.Step, What: e.Event + " " + e.What, Target: e.Target, Result: res, Start: t0, End: time.Now()})
+	return err
 }
 
 // Execute implements Executor.
@@ -219,7 +256,7 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	}
 	e := base
 	e.Event = AuditExec
-	if err := x.Audit.Append(ctx, e); errors.Is(err, ErrNotLeader) {
+	if err := x.append(ctx, e, time.Now()); errors.Is(err, ErrNotLeader) {
 		// The audit log is written through the guarded store (a store-kept lease): the
 		// store refused the exec entry because the tenure has ended, so the command is
 		// not executed either.
@@ -230,8 +267,9 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	}
 	t0 := time.Now()
 	in, reply := x.Next.Execute(ctx, c)
+	end := time.Now()
 	e = base
-	e.DurationMS = time.Since(t0).Milliseconds()
+	e.DurationMS = end.Sub(t0).Milliseconds()
 	if reply {
 		e.Event, e.Result = AuditResult, resultOf(in)
 		if x.Detail != nil {
@@ -240,7 +278,11 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	} else {
 		e.Event, e.Result = AuditReport, "ok"
 	}
-	_ = x.Audit.Append(ctx, e)
+	x.pending.Add(1)
+	go func() {
+		defer x.pending.Done()
+		_ = x.append(context.WithoutCancel(ctx), e, end)
+	}()
 	if x.OnResult != nil {
 		x.OnResult(c, in, e)
 	}

@@ -46,6 +46,10 @@ type Config[In any] struct {
 	// in the saved snapshot, unexecuted, and the next driver re-issues it (Restarted): the
 	// stop leaves no step half-recorded.
 	Drain <-chan struct{}
+	// Timeline, when set, records where the run's time goes: each step's On and snapshot
+	// save, each command's execution and the wait for its reply to be fed, each timer (see
+	// Timeline). Nil records nothing.
+	Timeline *Timeline
 }
 
 // DefaultCallTimeout is Config.CallTimeout's default.
@@ -73,6 +77,8 @@ var ErrRestore = errors.New("driver: cannot restore the machine's snapshot")
 // through kind.Exec, concurrently unless kind.Ordered says otherwise. Every reply becomes
 // an input of a later step. Saving before executing means a killed driver loses no
 // command: the next one re-issues whatever had no reply yet, under the same step id.
+//
+// An executor with a Flush method (Audited) is flushed before Run returns.
 //
 // A save that fails stops the run with the error: executing commands whose issuing state
 // is not durable could repeat them after a restart. A save that conflicts means another
@@ -120,6 +126,9 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 			t.stop()
 		}
 		r.wg.Wait()
+		if f, ok := any(kind.Exec).(interface{ Flush() }); ok {
+			f.Flush() // an Audited executor's result entries
+		}
 	}()
 	r.ordered = newFIFO[Cmd]()
 	r.wg.Add(1)
@@ -203,16 +212,20 @@ type run[In, Cmd, Snap any] struct {
 	wg       sync.WaitGroup
 	// draining: Config.Drain was closed; commands are saved but not started.
 	draining bool
+	// feeds are the SpanFeeds of the replies collected for the next step.
+	feeds []Span
 }
 
 type result[In any] struct {
 	in    In
 	reply bool
+	feed  Span // the reply's SpanFeed, its End set when a step feeds it
 }
 
 type timer struct {
 	stop func() bool
 	seq  uint64
+	set  time.Time
 }
 
 type firing struct {
@@ -249,13 +262,31 @@ func (r *run[In, Cmd, Snap]) load(ctx context.Context) ([]In, error) {
 
 // step feeds the inputs, saves the snapshot, then executes the commands.
 func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
+	tl := r.cfg.Timeline
+	var t0 time.Time
+	if tl != nil {
+		t0 = time.Now()
+		for _, f := range r.feeds {
+			f.End = t0
+			tl.Add(f)
+		}
+		r.feeds = r.feeds[:0]
+	}
 	var cmds []Cmd
 	for _, in := range inputs {
 		r.mctx.Now = r.cfg.Clock.Now().UnixMilli()
 		cmds = append(cmds, r.m.On(r.mctx, in)...)
 	}
+	if tl != nil {
+		t1 := time.Now()
+		tl.Add(Span{Kind: SpanStep, N: len(inputs), Start: t0, End: t1})
+		t0 = t1
+	}
 	if err := r.save(ctx); err != nil {
 		return err
+	}
+	if tl != nil && r.cfg.Store != nil {
+		tl.Add(Span{Kind: SpanSave, N: len(cmds), Start: t0, End: time.Now()})
 	}
 	if r.draining {
 		if len(cmds) > 0 {
@@ -309,9 +340,9 @@ func (r *run[In, Cmd, Snap]) dispatch(ctx context.Context, c Cmd) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		in, reply := r.execute(ctx, c)
+		res := r.execute(ctx, c)
 		select {
-		case r.results <- result[In]{in, reply}:
+		case r.results <- res:
 		case <-ctx.Done():
 		}
 	}()
@@ -324,25 +355,41 @@ func (r *run[In, Cmd, Snap]) orderedWorker(ctx context.Context) {
 		if !ok {
 			return
 		}
-		in, reply := r.execute(ctx, c)
+		res := r.execute(ctx, c)
 		select {
-		case r.results <- result[In]{in, reply}:
+		case r.results <- res:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (r *run[In, Cmd, Snap]) execute(ctx context.Context, c Cmd) (In, bool) {
+func (r *run[In, Cmd, Snap]) execute(ctx context.Context, c Cmd) result[In] {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	return r.kind.Exec.Execute(ctx, c)
+	if r.cfg.Timeline == nil {
+		in, reply := r.kind.Exec.Execute(ctx, c)
+		return result[In]{in: in, reply: reply}
+	}
+	s := Span{Kind: SpanExec, What: describe(c), Target: target(c), Start: time.Now()}
+	s.Step, _ = stepOf(c)
+	in, reply := r.kind.Exec.Execute(ctx, c)
+	s.End = time.Now()
+	s.Result = "ok"
+	if reply {
+		s.Result = resultOf(in)
+	}
+	r.cfg.Timeline.Add(s)
+	return result[In]{in: in, reply: reply, feed: Span{Kind: SpanFeed, Step: s.Step, What: s.What, Target: s.Target, Start: s.End}}
 }
 
 func (r *run[In, Cmd, Snap]) collect(queue []In, res result[In]) []In {
 	r.inflight--
 	if res.reply {
 		queue = append(queue, res.in)
+		if r.cfg.Timeline != nil {
+			r.feeds = append(r.feeds, res.feed)
+		}
 	}
 	return queue
 }
@@ -353,7 +400,7 @@ func (r *run[In, Cmd, Snap]) setTimer(ctx context.Context, st machine.SetTimer) 
 	}
 	r.seq++
 	f := firing{id: st.ID, seq: r.seq}
-	r.timers[st.ID] = &timer{seq: f.seq, stop: r.cfg.Clock.At(time.UnixMilli(st.At), func() {
+	r.timers[st.ID] = &timer{seq: f.seq, set: time.Now(), stop: r.cfg.Clock.At(time.UnixMilli(st.At), func() {
 		select {
 		case r.fired <- f:
 		case <-ctx.Done():
@@ -372,6 +419,7 @@ func (r *run[In, Cmd, Snap]) fire(queue []In, f firing) []In {
 		return queue
 	}
 	delete(r.timers, f.id)
+	r.cfg.Timeline.Add(Span{Kind: SpanTimer, Step: f.id, Start: t.set, End: time.Now()})
 	return append(queue, r.kind.Timer(machine.TimerFired{ID: f.id}))
 }
 

@@ -46,6 +46,7 @@ func ExampleAudited() {
 	})
 	exec := &driver.Audited[helloInput, helloCommand]{Kind: "hello", ID: "demo", Next: next, Audit: audit}
 	exec.Execute(context.Background(), helloGreet{Step: "greet/pgdog-1", Name: "pgdog-1"})
+	exec.Flush() // the result entry is written off the command's path; Run flushes on return
 	entries, _ := driver.ReadAudit(context.Background(), store, driver.AuditFilter{Machine: "hello"})
 	for _, e := range entries {
 		fmt.Printf("%s %s by %s@%d: %q\n", e.Event, e.Step, e.Holder, e.Epoch, e.Result)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -179,7 +180,12 @@ func (b *Backend) FenceWrites(ctx context.Context, role string) error {
 func (b *Backend) fence(ctx context.Context, conn *pgxpool.Conn, role string) error {
 	const op = "FenceWrites"
 	for round := 1; ; round++ {
-		oids, committed, err := b.takeLogins(ctx, conn.Conn(), role)
+		var oids []uint32
+		var committed time.Time
+		err := retryConcurrent(ctx, func() (err error) {
+			oids, committed, err = b.takeLogins(ctx, conn.Conn(), role)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -342,7 +348,7 @@ func (b *Backend) UnfenceWrites(ctx context.Context, role string) error {
 	if err != nil {
 		return b.fail(op, err)
 	}
-	err = b.unfence(ctx, conn, role)
+	err = retryConcurrent(ctx, func() error { return b.unfence(ctx, conn, role) })
 	if cutShort(ctx, conn, err) {
 		return b.settle(op, self, err)
 	}
@@ -376,6 +382,36 @@ func (b *Backend) unfence(ctx context.Context, conn *pgxpool.Conn, role string) 
 		}
 	}
 	return b.fail(op, tx.Commit(ctx))
+}
+
+// concurrentTries bounds how many times a fence's or an unfence's transaction is run again
+// after losing a race on the role's catalog row.
+const concurrentTries = 10
+
+// retryConcurrent runs f again while it fails with "tuple concurrently updated" (XX000): two
+// fences of one role on one server (two shards' databases, fenced at once by a cutover) both
+// ALTER ROLE the same catalog row, and the one that waited for the other's commit fails
+// instead of seeing it. The winner has committed by then, so running the transaction again
+// at once reads what it did (the role NOLOGIN, its marker) and does the rest, or nothing: the
+// change is idempotent. Without this the loser's caller retried after its own delay, and a
+// cutover's pause waited for it.
+func retryConcurrent(ctx context.Context, f func() error) error {
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || try == concurrentTries || !concurrentlyUpdated(err) {
+			return err
+		}
+		if serr := sleep(ctx, time.Duration(try)*time.Millisecond); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+// concurrentlyUpdated reports Postgres's "tuple concurrently updated": a catalog row
+// changed by another transaction that committed while this one waited for it.
+func concurrentlyUpdated(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "XX000" && strings.Contains(pe.Message, "concurrently updated")
 }
 
 // sleep waits d or until ctx ends.

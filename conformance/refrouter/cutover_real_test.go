@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -52,7 +53,7 @@ var cutoverServerSettings = map[string]string{
 
 type cutoverServers struct{ src, dst *pgtest.Server }
 
-func startCutoverServers(t *testing.T) cutoverServers {
+func startCutoverServers(t testing.TB) cutoverServers {
 	return cutoverServers{src: cutSrc.Get(t), dst: cutDst.Get(t)}
 }
 
@@ -68,28 +69,30 @@ func (s scenario) String() string { return [...]string{"forward", "rollback", "r
 
 // cutoverRun is one run's world and what happened in it.
 type cutoverRun struct {
-	t        *testing.T
-	servers  cutoverServers
-	scenario scenario
-	digests  bool // compare digests at every CUTOVER (adds their time to the pause)
-	mutants  cutover.Mutants
-	db, role string
-	srcDBs   []string
-	dstDBs   []string
-	rec      *shardmap.Record // the record the cutover starts from (generation 2, resharding)
-	creds    render.Credentials
-	store    *memstore.Store
-	dbRef    adapters.DBRef
-	fleet    *refrouter.Fleet
-	rs       *refrouter.Resharder
-	backends map[string]*postgres.Backend
-	logs     bytes.Buffer
+	t         testing.TB
+	instances int
+	servers   cutoverServers
+	scenario  scenario
+	digests   bool // compare digests at every CUTOVER (adds their time to the pause)
+	mutants   cutover.Mutants
+	db, role  string
+	srcDBs    []string
+	dstDBs    []string
+	rec       *shardmap.Record // the record the cutover starts from (generation 2, resharding)
+	creds     render.Credentials
+	store     *memstore.Store
+	dbRef     adapters.DBRef
+	fleet     *refrouter.Fleet
+	rs        *refrouter.Resharder
+	backends  map[string]*postgres.Backend
+	logs      bytes.Buffer
 
 	mu          sync.Mutex
-	pauses      []time.Time          // successful PAUSEs
-	resumes     []time.Time          // successful RESUMEs
-	fenced      map[string]time.Time // when the first fence of each backend returned
-	unfenced    map[string]time.Time // when the first unfence after it was called
+	pauses      []time.Time            // successful PAUSEs
+	pausedAt    map[string][]time.Time // successful PAUSEs by instance
+	resumes     []time.Time            // successful RESUMEs
+	fenced      map[string]time.Time   // when the first fence of each backend returned
+	unfenced    map[string]time.Time   // when the first unfence after it was called
 	cutovers    int
 	resumedPost map[string]bool // instances resumed after the point of no return
 	pastPNR     chan struct{}
@@ -117,9 +120,16 @@ type digestCheck struct {
 	misplaced adapters.TableDigest // the new shard's rows that do NOT route to it (must be 0)
 }
 
-func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
+func newCutoverRun(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
 	t.Helper()
-	r := &cutoverRun{t: t, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
+	return newCutoverRunOf(t, servers, n, sc, digests, cutoverInstances)
+}
+
+// newCutoverRunOf is newCutoverRun with that many reference-router instances (ref-3 is
+// still the unreachable one).
+func newCutoverRunOf(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool, instances int) *cutoverRun {
+	t.Helper()
+	r := &cutoverRun{t: t, instances: instances, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
 		backends: map[string]*postgres.Backend{}, fenced: map[string]time.Time{}, unfenced: map[string]time.Time{},
 		resumedPost: map[string]bool{}, pastPNR: make(chan struct{})}
 	ddl := "CREATE TABLE t (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON t TO " + r.role
@@ -163,7 +173,7 @@ func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, dig
 	g1 := r.rec.Clone()
 	_, err := r.store.CAS(ctx, r.dbRef, 0, g1)
 	require.NoError(t, err)
-	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: cutoverInstances, Database: r.db, User: r.role,
+	r.fleet, err = refrouter.OpenFleet(refrouter.FleetOptions{Root: t.TempDir(), N: r.instances, Database: r.db, User: r.role,
 		MaxConns: 4, Files: r.render(t, g1), Generation: g1.Generation})
 	require.NoError(t, err)
 	t.Cleanup(r.fleet.Close)
@@ -198,7 +208,7 @@ func newCutoverRun(t *testing.T, servers cutoverServers, n int, sc scenario, dig
 	return r
 }
 
-func (r *cutoverRun) render(t *testing.T, rec *shardmap.Record) render.Files {
+func (r *cutoverRun) render(t testing.TB, rec *shardmap.Record) render.Files {
 	t.Helper()
 	fs, err := render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
 	require.NoError(t, err)
@@ -236,7 +246,12 @@ func (i instance) Pause(ctx context.Context, db string) error {
 	i.r.mark("paused " + i.id)
 	if err == nil {
 		i.r.mu.Lock()
-		i.r.pauses = append(i.r.pauses, time.Now())
+		now := time.Now()
+		i.r.pauses = append(i.r.pauses, now)
+		if i.r.pausedAt == nil {
+			i.r.pausedAt = map[string][]time.Time{}
+		}
+		i.r.pausedAt[i.id] = append(i.r.pausedAt[i.id], now)
 		i.r.mu.Unlock()
 	}
 	return err
@@ -249,7 +264,7 @@ func (i instance) Resume(ctx context.Context, db string) error {
 		i.r.resumes = append(i.r.resumes, time.Now())
 		if i.r.cutovers > 0 && i.r.scenario == reverse && !i.r.resumedPost[i.id] {
 			i.r.resumedPost[i.id] = true
-			if len(i.r.resumedPost) == cutoverInstances-1 {
+			if len(i.r.resumedPost) == i.r.instances-1 {
 				close(i.r.pastPNR)
 			}
 		}
@@ -362,9 +377,11 @@ func addDigests(a, b adapters.TableDigest) adapters.TableDigest {
 type outcome struct {
 	done                   cutover.Done
 	writes                 []refrouter.Write
-	windows                [][2]time.Time // each from its first PAUSE to the last RESUME before the next PAUSE
-	pauseWindow            time.Duration  // the first window
+	windows                [][2]time.Time     // each from its first PAUSE to the last RESUME before the next PAUSE
+	pauseWindow            time.Duration      // the first window
+	pause                  driver.PauseReport // the first window, step by step, from the driver's Timeline
 	p99Steady, p99Cutover  time.Duration
+	stall                  time.Duration // the longest write of a paused instance's client started in a window
 	acked, fenced, failed  int
 	lost                   int
 	firstPause, lastResume time.Time
@@ -396,14 +413,15 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 		},
 		Instance: driver.Lookup(insts), Resharder: driver.Lookup(reshards), Backend: driver.Lookup(backs),
 		OnDone: func(d cutover.Done) { done <- d }, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))}
-	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 50, RetryAfter: 50, Attempts: 3, Grace: 100, CatchUpDeadline: 60_000, Mutants: r.mutants}
+	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 50, RetryAfter: 50, Attempts: 3, InstanceAttempts: 1, Grace: 100, CatchUpDeadline: 60_000, Mutants: r.mutants}
 	if r.scenario == forward {
 		opts.FinalizeAfter = 200
 	}
 	ids := r.fleet.IDs()
 	startIn := cutover.Start{Record: r.rec.Clone(), Plan: cutover.Plan{Designated: "ref-1", Instances: ids, Role: r.role,
 		Publication: "loam_" + r.db, Options: opts}}
-	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard}
+	timeline := &driver.Timeline{}
+	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard, Timeline: timeline}
 	if r.scenario == reverse {
 		inputs := make(chan cutover.Input)
 		cfg.Inputs = inputs
@@ -422,6 +440,7 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 	}
 	require.NoError(t, err, "the cutover driver")
 	var o outcome
+	o.pause, _ = driver.CutoverPause(timeline.Spans())
 	select {
 	case o.done = <-done:
 	default:
@@ -463,13 +482,24 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 			steadyLat = append(steadyLat, w.Latency)
 		case slices.ContainsFunc(o.windows, func(win [2]time.Time) bool { return !w.Start.Before(win[0]) && !w.Start.After(win[1]) }):
 			cutLat = append(cutLat, w.Latency)
+			o.stall = max(o.stall, w.Latency)
 		}
 	}
 	o.p99Steady, o.p99Cutover = p99(steadyLat), p99(cutLat)
 	// A write the pause held is routed when released, by the generation in force then: the
-	// fence never refuses it.
+	// fence never refuses it. Held means started inside a window after its own instance's
+	// PAUSE returned: one started before (the window opens at the first instance's PAUSE)
+	// may be running when the fence ends its session, and is refused, not lost.
+	r.mu.Lock()
+	pausedAt := maps.Clone(r.pausedAt)
+	r.mu.Unlock()
 	for _, w := range o.writes {
-		if w.Router != "ref-3" && slices.ContainsFunc(o.windows, func(win [2]time.Time) bool { return w.Start.After(win[0]) && w.Start.Before(win[1]) }) {
+		held := func(win [2]time.Time) bool {
+			return w.Start.Before(win[1]) && slices.ContainsFunc(pausedAt[w.Router], func(p time.Time) bool {
+				return !p.Before(win[0]) && p.Before(win[1]) && w.Start.After(p)
+			})
+		}
+		if w.Router != "ref-3" && slices.ContainsFunc(o.windows, held) {
 			require.False(t, w.Fenced(), "%s's write %d, held by the pause, was refused by the fence after its release: %v", w.Router, w.Key, w.Err)
 		}
 	}
@@ -522,7 +552,7 @@ func p99(ds []time.Duration) time.Duration {
 
 // rows reads every row of t on the given databases: id -> the indexes of the databases
 // holding it, and id -> the router column.
-func rows(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
+func rows(t testing.TB, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
 	t.Helper()
 	where, by := map[int64][]int{}, map[int64]string{}
 	for i, db := range dbs {
@@ -545,7 +575,7 @@ func rows(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[in
 // checkExactlyOnce: every acknowledged write is stored exactly once among dbs, on the shard
 // the layout routes it to; every stored row comes from a write of the load that was not
 // refused by a fence. It returns how many acknowledged writes are missing (lost).
-func checkExactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
+func checkExactlyOnce(t testing.TB, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
 	t.Helper()
 	byKey := map[int64]refrouter.Write{}
 	lost := 0
@@ -770,8 +800,11 @@ func TestRealCutoverFigures(t *testing.T) {
 		t.Skip("set LOAM_CUTOVER_RUNS=10 to measure the cutover figures")
 	}
 	servers := startCutoverServers(t)
-	var windows []time.Duration
+	var windows, controller, stalls []time.Duration
 	var ratios []float64
+	steps := map[string][]time.Duration{}
+	stepCtl := map[string][]time.Duration{}
+	var order []string
 	for n := 1; n <= runs; n++ {
 		t.Run(fmt.Sprintf("run=%d", n), func(t *testing.T) {
 			r := newCutoverRun(t, servers, 100+n, forward, false)
@@ -781,16 +814,40 @@ func TestRealCutoverFigures(t *testing.T) {
 			o.lost = checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
 			require.Zero(t, o.lost)
 			windows = append(windows, o.pauseWindow)
+			controller = append(controller, o.pause.Controller)
+			stalls = append(stalls, o.stall)
+			for _, s := range o.pause.Steps {
+				if _, ok := steps[s.Stage]; !ok {
+					order = append(order, s.Stage)
+				}
+				steps[s.Stage] = append(steps[s.Stage], s.Wall)
+				stepCtl[s.Stage] = append(stepCtl[s.Stage], s.Wall-s.Busy)
+			}
 			ratio := float64(o.p99Cutover) / float64(o.p99Steady)
 			ratios = append(ratios, ratio)
-			t.Logf("run %d: pause window %v; p99 steady %v, during the pause %v (ratio %.1f); acknowledged %d, refused by the fence %d, failed otherwise %d, lost %d",
-				n, o.pauseWindow.Round(time.Microsecond), o.p99Steady, o.p99Cutover, ratio, o.acked, o.fenced, o.failed, o.lost)
+			t.Logf("run %d: pause window %v; p99 steady %v, during the pause %v (ratio %.1f), longest write %v; acknowledged %d, refused by the fence %d, failed otherwise %d, lost %d\n%s",
+				n, o.pauseWindow.Round(time.Microsecond), o.p99Steady, o.p99Cutover, ratio, o.stall, o.acked, o.fenced, o.failed, o.lost, o.pause)
 		})
 	}
 	require.Len(t, windows, runs, "every run measured")
-	sort.Slice(windows, func(i, j int) bool { return windows[i] < windows[j] })
 	sort.Float64s(ratios)
-	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
-		runs, cutoverInstances, cutoverWorkers, windows[len(windows)/2].Round(time.Microsecond), windows[len(windows)-1].Round(time.Microsecond),
+	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, p99 %v, max %v; controller's share median %v, p99 %v; longest write median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
+		runs, cutoverInstances, cutoverWorkers, quantile(windows, 0.5), quantile(windows, 0.99), quantile(windows, 1),
+		quantile(controller, 0.5), quantile(controller, 0.99), quantile(stalls, 0.5), quantile(stalls, 1),
 		ratios[len(ratios)/2], ratios[len(ratios)-1])
+	for _, st := range order {
+		t.Logf("  step %-8s wall median %8v p99 %8v; controller median %8v p99 %8v (%d runs)", st,
+			quantile(steps[st], 0.5), quantile(steps[st], 0.99), quantile(stepCtl[st], 0.5), quantile(stepCtl[st], 0.99), len(steps[st]))
+	}
+}
+
+// quantile is the q-quantile of ds (nearest rank), rounded to 0.1ms.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*q+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))].Round(100 * time.Microsecond)
 }

@@ -107,17 +107,20 @@ func (f *Fleet) Instances() []adapters.RouterInstance {
 }
 
 // WriteFiles implements adapters.ConfigTarget: it writes files as generation into every
-// instance's directory, reachable or not, without reloading any (RELOAD is Apply's). It
-// stops at the first directory that refuses, with its error: one that holds a newer
-// generation matches adapters.ErrNewerGeneration. The directories written before it keep
-// the files, which a retry of the same generation writes again as a no-op.
+// instance's directory, reachable or not, without reloading any (RELOAD is Apply's), all
+// at once. The error joins those of the directories that refused: one that holds a newer
+// generation matches adapters.ErrNewerGeneration. The directories that took the files keep
+// them, which a retry of the same generation writes again as a no-op.
 func (f *Fleet) WriteFiles(ctx context.Context, generation uint64, files render.Files) error {
-	for _, r := range f.Routers() {
-		if err := r.Target().WriteFiles(ctx, generation, files); err != nil {
-			return fmt.Errorf("refrouter: instance %s: %w", r.ID(), err)
+	// Each instance has its own directory: written all at once, the cutover's pause waits
+	// for the slowest one, not for their sum.
+	rs := f.Routers()
+	return each(len(rs), func(i int) error {
+		if err := rs[i].Target().WriteFiles(ctx, generation, files); err != nil {
+			return fmt.Errorf("refrouter: instance %s: %w", rs[i].ID(), err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Restart stops instance id and starts it again from its directory: it loads the files

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/kernel/shardmap"
@@ -28,9 +29,11 @@ import (
 //   - SlotLag: the largest lag, in bytes of WAL, of the task's slots.
 //   - Cutover: drain (a barrier row written on every source shard, through the superuser
 //     the replication uses, not the fenced role, must arrive on every destination shard),
-//     drop the forward subscriptions, swap the two database names in the designated
-//     router's memory (Router.Swap, as PgDog's CUTOVER does), and start the reverse stream
-//     (destination to source, no initial copy) as a new task.
+//     make the reverse stream's publications and slots (the destination is quiet then),
+//     drop the forward subscriptions while subscribing the reverse stream (destination to
+//     source, no initial copy; a new task), then swap the two database names in the
+//     designated router's memory (Router.Swap, as PgDog's CUTOVER does). Connections are
+//     pooled per shard database, so the CUTOVER, run while writes wait, opens none.
 //   - StopTask: drop a task's subscriptions and publications.
 //
 // It supports hash (pg_hash) layouts, which is what satisfies_hash_partition can filter.
@@ -47,6 +50,11 @@ type Resharder struct {
 	mu    sync.Mutex
 	tasks []*streamTask
 	next  int64
+
+	// pools hold a connection pool per shard database, opened on first use (CopyData, long
+	// before the pause), so that Cutover sets up no connection while writes wait.
+	poolMu sync.Mutex
+	pools  map[string]*pgxpool.Pool
 }
 
 var _ adapters.Resharder = (*Resharder)(nil)
@@ -131,15 +139,38 @@ func (rs *Resharder) CopyData(ctx context.Context, source, destination, publicat
 	return t.id, nil
 }
 
-// exec runs statements on one shard database as the superuser.
-func (rs *Resharder) exec(ctx context.Context, b shardmap.Backend, sqls ...string) error {
-	conn, err := pgx.Connect(ctx, rs.dsn(b))
-	if err != nil {
-		return fmt.Errorf("refrouter: connecting to %s: %w", backendName(b), err)
+// pool returns the connection pool of one shard database (as the superuser), opening it
+// on first use.
+func (rs *Resharder) pool(ctx context.Context, b shardmap.Backend) (*pgxpool.Pool, error) {
+	rs.poolMu.Lock()
+	defer rs.poolMu.Unlock()
+	if p, ok := rs.pools[backendName(b)]; ok {
+		return p, nil
 	}
-	defer conn.Close(context.Background())
+	cfg, err := pgxpool.ParseConfig(rs.dsn(b))
+	if err != nil {
+		return nil, fmt.Errorf("refrouter: the connection string of %s: %w", backendName(b), err)
+	}
+	cfg.MaxConns = 8
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("refrouter: connecting to %s: %w", backendName(b), err)
+	}
+	if rs.pools == nil {
+		rs.pools = map[string]*pgxpool.Pool{}
+	}
+	rs.pools[backendName(b)] = p
+	return p, nil
+}
+
+// exec runs statements on one shard database as the superuser, in order.
+func (rs *Resharder) exec(ctx context.Context, b shardmap.Backend, sqls ...string) error {
+	p, err := rs.pool(ctx, b)
+	if err != nil {
+		return err
+	}
 	for _, q := range sqls {
-		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+		if _, err := p.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("refrouter: on %s: %s: %w", backendName(b), q, err)
 		}
 	}
@@ -179,9 +210,17 @@ func (t *streamTask) subName(i, j int) string {
 // stream starts t: publications on t.from's shards, subscriptions on t.to's, each shard's
 // statements on their own connection, in parallel.
 func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) error {
+	if err := rs.publish(ctx, t); err != nil {
+		return err
+	}
+	return rs.subscribe(ctx, t, copyData, true)
+}
+
+// publish creates t's publications on t.from's shards.
+func (rs *Resharder) publish(ctx context.Context, t *streamTask) error {
 	n := len(t.to.Shards)
 	col := pgx.Identifier{rs.key.Column}.Sanitize()
-	err := each(len(t.from.Shards), func(i int) error {
+	return each(len(t.from.Shards), func(i int) error {
 		var sqls []string
 		for j := range n {
 			var tables string
@@ -193,16 +232,39 @@ func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) e
 		}
 		return rs.exec(ctx, t.from.Shards[i].Backend, sqls...)
 	})
-	if err != nil {
-		return err
-	}
-	m := len(t.from.Shards)
+}
+
+// slots creates the replication slots of t's subscriptions on t.from's shards: a slot made
+// by CREATE SUBSCRIPTION is made the same way, but on a connection the subscriber opens
+// then, and after whatever else that subscriber's server is doing.
+func (rs *Resharder) slots(ctx context.Context, t *streamTask) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	return each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		return rs.exec(ctx, t.from.Shards[i].Backend, "SELECT pg_create_logical_replication_slot("+literal(t.subName(i, j))+", 'pgoutput')")
+	})
+}
+
+// dropSlots drops t's slots that exist on t.from's shards (after slots, when the stream is
+// given up before its subscriptions were made).
+func (rs *Resharder) dropSlots(ctx context.Context, t *streamTask) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	return each(n*m, func(k int) error {
+		j, i := k/m, k%m
+		return rs.exec(ctx, t.from.Shards[i].Backend, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = "+literal(t.subName(i, j)))
+	})
+}
+
+// subscribe creates t's subscriptions on t.to's shards; without createSlot their slots
+// must exist (slots).
+func (rs *Resharder) subscribe(ctx context.Context, t *streamTask, copyData, createSlot bool) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
 	return each(n*m, func(k int) error {
 		j, i := k/m, k%m
 		sub := t.subName(i, j)
 		return rs.exec(ctx, t.to.Shards[j].Backend, "CREATE SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" CONNECTION "+
 			literal(rs.dsn(t.from.Shards[i].Backend))+" PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+
-			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+")")
+			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+", create_slot = "+strconv.FormatBool(createSlot)+")")
 	})
 }
 
@@ -248,14 +310,13 @@ func (rs *Resharder) refresh(ctx context.Context, t *streamTask) error {
 		for i := range t.from.Shards {
 			subs = append(subs, t.subName(i, j))
 		}
-		conn, err := pgx.Connect(ctx, rs.dsn(to.Backend))
+		p, err := rs.pool(ctx, to.Backend)
 		if err != nil {
-			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(to.Backend), err)
+			return err
 		}
 		var waiting, present int
-		err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(DISTINCT s.oid)
+		err = p.QueryRow(ctx, `SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(DISTINCT s.oid)
 			FROM pg_subscription s LEFT JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.subname = ANY($1)`, subs).Scan(&waiting, &present)
-		conn.Close(context.Background())
 		if err != nil {
 			return err
 		}
@@ -304,15 +365,14 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 		for j := range t.to.Shards {
 			slots = append(slots, t.subName(i, j))
 		}
-		conn, err := pgx.Connect(ctx, rs.dsn(from.Backend))
+		p, err := rs.pool(ctx, from.Backend)
 		if err != nil {
 			return 0, false, rs.fail("SlotLag", err)
 		}
 		var lag *int64
 		var n int
-		err = conn.QueryRow(ctx, `SELECT max(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint, count(confirmed_flush_lsn)
+		err = p.QueryRow(ctx, `SELECT max(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint, count(confirmed_flush_lsn)
 			FROM pg_replication_slots WHERE slot_name = ANY($1)`, slots).Scan(&lag, &n)
-		conn.Close(context.Background())
 		if err != nil {
 			return 0, false, rs.fail("SlotLag", err)
 		}
@@ -341,14 +401,13 @@ func (rs *Resharder) drain(ctx context.Context, t *streamTask) error {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	return each(len(t.to.Shards), func(j int) error {
-		conn, err := pgx.Connect(ctx, rs.dsn(t.to.Shards[j].Backend))
+		p, err := rs.pool(ctx, t.to.Shards[j].Backend)
 		if err != nil {
-			return fmt.Errorf("refrouter: connecting to %s: %w", backendName(t.to.Shards[j].Backend), err)
+			return err
 		}
-		defer conn.Close(context.Background())
 		for {
 			var n int
-			if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+syncTable+" WHERE token = $1", token).Scan(&n); err != nil {
+			if err := p.QueryRow(ctx, "SELECT count(*) FROM "+syncTable+" WHERE token = $1", token).Scan(&n); err != nil {
 				return fmt.Errorf("refrouter: waiting for the stream to drain into destination shard %d: %w", j, err)
 			}
 			if n == len(t.from.Shards) {
@@ -357,7 +416,7 @@ func (rs *Resharder) drain(ctx context.Context, t *streamTask) error {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("refrouter: destination shard %d has %d of %d barrier rows after %v: %w", j, n, len(t.from.Shards), drainTimeout, ctx.Err())
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(2 * time.Millisecond):
 			}
 		}
 	})
@@ -389,22 +448,40 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 		t.status = "failed: " + err.Error()
 		return rs.fail("Cutover", err)
 	}
-	if err := rs.unstream(ctx, t); err != nil {
+	// The stream back starts where the drain left the new shards: nothing writes there
+	// (the fence keeps the role out, the forward stream has nothing left to apply), so its
+	// publications and slots are made now, before the forward stream is dropped.
+	rev := &streamTask{kind: "replication", status: "running", inner: "replicating", started: time.Now(), synced: true,
+		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + "_r" + strconv.FormatInt(rs.next, 10),
+		slot: t.slot + "_r" + strconv.FormatInt(rs.next, 10)}
+	err := rs.publish(ctx, rev)
+	if err == nil {
+		err = rs.slots(ctx, rev)
+	}
+	if err != nil {
+		err = errors.Join(err, rs.dropSlots(context.WithoutCancel(ctx), rev), rs.unstream(context.WithoutCancel(ctx), rev))
 		t.status = "failed: " + err.Error()
 		return rs.fail("Cutover", err)
+	}
+	// The forward stream is dropped while the stream back is subscribed: neither carries
+	// anything now (the drain is done, the fence keeps the role off both layouts), and the
+	// swap, which lets the designated instance write where the stream back reads, comes only
+	// once both are done.
+	var drop, sub error
+	var wg sync.WaitGroup
+	wg.Go(func() { drop = rs.unstream(ctx, t) })
+	wg.Go(func() { sub = rs.subscribe(ctx, rev, false, false) })
+	wg.Wait()
+	if err := errors.Join(drop, sub); err != nil {
+		t.status = "failed: " + err.Error()
+		undo := context.WithoutCancel(ctx)
+		return rs.fail("Cutover", errors.Join(err, rs.unstream(undo, rev), rs.dropSlots(undo, rev)))
 	}
 	if err := rs.router.Swap(t.fromDB, t.toDB); err != nil {
 		t.status = "failed: " + err.Error()
 		return err
 	}
 	// Past the swap: the stream back keeps the old shards current.
-	rev := &streamTask{kind: "replication", status: "running", inner: "replicating", started: time.Now(), synced: true,
-		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + "_r" + strconv.FormatInt(rs.next, 10),
-		slot: t.slot + "_r" + strconv.FormatInt(rs.next, 10)}
-	if err := rs.stream(ctx, rev, false); err != nil {
-		t.status = "finished"
-		return rs.fail("Cutover", fmt.Errorf("refrouter: the swap took effect but the reverse stream did not start: %w", err))
-	}
 	t.status, t.inner = "finished", ""
 	rev.id = rs.next
 	rs.next++
@@ -441,5 +518,11 @@ func (rs *Resharder) Close(ctx context.Context) error {
 			t.status = "cancelled"
 		}
 	}
+	rs.poolMu.Lock()
+	for _, p := range rs.pools {
+		p.Close()
+	}
+	rs.pools = nil
+	rs.poolMu.Unlock()
 	return errors.Join(errs...)
 }

@@ -589,8 +589,12 @@ func (m *Machine) fail(ctx *machine.Ctx, i int, err string) {
 		return
 	}
 	opt := m.s.Plan.Options
-	if o.Attempt < opt.Attempts || m.persistent() {
-		if o.Attempt >= opt.Attempts && !o.Alerted {
+	attempts := opt.Attempts
+	if opt.InstanceAttempts > 0 && (o.Kind == kPause && m.s.Stage == stPause || o.Kind == kReload && m.s.Stage == stReload) && o.Target != m.designated() {
+		attempts = opt.InstanceAttempts // the fence covers an instance that missed it (see InstanceAttempts)
+	}
+	if o.Attempt < attempts || m.persistent() {
+		if o.Attempt >= attempts && !o.Alerted {
 			o.Alerted = true
 			m.alert(o.Step, strings.TrimSpace(m.action(o)+" "+o.Target)+" failed "+strconv.Itoa(o.Attempt)+" times ("+err+"); retrying until it succeeds, nothing else can proceed safely")
 		}

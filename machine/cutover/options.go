@@ -19,6 +19,13 @@ type Options struct {
 	// the point of no return, commands that must succeed (the record, the files, the
 	// fence's release) are retried beyond it with an Alert. Default 3.
 	Attempts int
+	// InstanceAttempts, when positive, is how many times Pause and Reload are sent to an
+	// instance other than the designated one before it counts as missed (Done.Missed) or
+	// lagging (Done.Lagging); default Attempts. Every write waits out those retries, while
+	// the fence already keeps an instance that missed the step off the layout traffic
+	// leaves: 1 goes on at its first failure, which is what the pause window wants when an
+	// instance is down, at the price of listing one whose failure was brief.
+	InstanceAttempts int
 	// Grace is how long finalize waits between stopping the reverse stream and clearing
 	// the fence on the retired shards, in ms. Default 60,000.
 	Grace int64

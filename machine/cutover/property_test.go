@@ -37,6 +37,7 @@ type runConfig struct {
 	instances  int
 	designated int
 	attempts   int
+	instAtt    int // Options.InstanceAttempts (0: Attempts)
 	finalize   int // after resume: 0 finalize, 1 reverse, 2 finalize on its own after a delay
 	chaos      int // steps of the hostile phase
 	mutants    cutover.Mutants
@@ -71,7 +72,7 @@ func run(c chooser, cfg runConfig) runResult {
 		cfg.deadline = 60_000
 	}
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: cfg.deadline, RetryAfter: 100,
-		Attempts: cfg.attempts, Grace: 5000, Mutants: cfg.mutants}
+		Attempts: cfg.attempts, InstanceAttempts: cfg.instAtt, Grace: 5000, Mutants: cfg.mutants}
 	if cfg.finalize == 2 {
 		opts.FinalizeAfter = 3000
 	}
@@ -266,6 +267,7 @@ func drawConfig(t *rapid.T) runConfig {
 		instances:  n,
 		designated: rapid.IntRange(0, n-1).Draw(t, "designated"),
 		attempts:   rapid.IntRange(1, 3).Draw(t, "attempts"),
+		instAtt:    rapid.IntRange(0, 1).Draw(t, "instanceAttempts"),
 		finalize:   rapid.IntRange(0, 2).Draw(t, "finalize"),
 		chaos:      rapid.IntRange(0, 300).Draw(t, "chaos"),
 		foreign:    rapid.Bool().Draw(t, "foreign"),

@@ -1,0 +1,126 @@
+package driver_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/cutover"
+)
+
+// slowBlobs is a blob store whose every write takes delay: an fsync on a loaded disk.
+type slowBlobs struct {
+	*memstore.Store
+	delay time.Duration
+}
+
+func (s slowBlobs) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	time.Sleep(s.delay)
+	return s.Store.PutBlob(ctx, key, expect, data)
+}
+
+// slowShard is a shard whose fence takes delay: the time Postgres takes.
+type slowShard struct {
+	shard
+	delay time.Duration
+}
+
+func (s slowShard) FenceWrites(ctx context.Context, role string) error {
+	time.Sleep(s.delay)
+	return s.shard.FenceWrites(ctx, role)
+}
+
+// TestCutoverPauseBreakdown: a cutover through the driver and an Audited executor sharing
+// one Timeline, on a store whose writes take 5ms and shards whose fence takes 30ms.
+// CutoverPause puts the fence's time in the commands, the slow snapshot saves and audit
+// writes in the controller's share, and every instant of the window in exactly one place.
+func TestCutoverPauseBreakdown(t *testing.T) {
+	const saveDelay, fenceDelay = 5 * time.Millisecond, 30 * time.Millisecond
+	s := newCutoverSetup(t)
+	blobs := slowBlobs{memstore.New(), saveDelay}
+	backends := map[string]adapters.ShardBackend{}
+	rec := s.start.Record
+	for _, sh := range append(append([]shardmap.Shard(nil), rec.Shards...), rec.Target.Shards...) {
+		k := driver.BackendKey(sh.Backend)
+		backends[k] = slowShard{shard{k, s.fleet}, fenceDelay}
+	}
+	s.exec.Backend = driver.Lookup(backends)
+	tl := &driver.Timeline{}
+	tok := driver.Token{Holder: "test", Epoch: 1}
+	audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: s.exec,
+		Audit: driver.NewAudit(blobs, func() driver.Token { return tok }, quiet), Timeline: tl}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, driver.Run(ctx, driver.Cutover(audited),
+		driver.Config[cutover.Input]{ID: "ns/app", Store: blobs, Logger: quiet, Trace: machine.Discard, Timeline: tl}, cutover.Input(s.start)))
+	require.Equal(t, cutover.Finalized, (<-s.done).Outcome)
+
+	rep, ok := driver.CutoverPause(tl.Spans())
+	require.True(t, ok, "the run paused and resumed")
+	var stages []string
+	for _, st := range rep.Steps {
+		stages = append(stages, st.Stage)
+	}
+	require.Equal(t, []string{"pause", "fence", "cutover", "resolve", "repause", "publish", "open", "files", "reload", "resume"}, stages)
+	require.Equal(t, rep.Window, rep.Commands+rep.Controller)
+	sum := func(c driver.PauseCosts) time.Duration { return c.Audit + c.Save + c.Wait + c.Feed + c.Other }
+	require.Equal(t, rep.Controller, sum(rep.Costs))
+	require.GreaterOrEqual(t, rep.Costs.Other, time.Duration(0), "no instant counted twice")
+	var wall time.Duration
+	for _, st := range rep.Steps {
+		require.GreaterOrEqual(t, st.Costs.Other, time.Duration(0), "%s: no instant counted twice", st.Stage)
+		require.Equal(t, st.Wall, st.Busy+sum(st.Costs), st.Stage)
+		require.NotEmpty(t, st.Commands, st.Stage)
+		wall += st.Wall
+		for _, c := range st.Commands {
+			// The exec entry is written before the command runs, in its wall time.
+			require.GreaterOrEqual(t, c.Audit, saveDelay, "%s: its exec entry is in its wall time", c.Step)
+			require.GreaterOrEqual(t, c.Wall, c.Audit, c.Step)
+		}
+	}
+	require.Equal(t, rep.Window, wall, "the steps tile the window")
+	fence := rep.Steps[1]
+	require.Len(t, fence.Commands, 6, "both layouts' shards")
+	require.GreaterOrEqual(t, fence.Busy, fenceDelay, "the fence's Postgres time is the commands'")
+	for _, c := range fence.Commands {
+		require.GreaterOrEqual(t, c.Wall-c.Audit, fenceDelay, c.Target)
+	}
+	// Every step saves before its commands and audits each: ten steps, at least one save
+	// (the one before the first Pause is outside the window) and two audit writes each.
+	require.GreaterOrEqual(t, rep.Costs.Save, 9*saveDelay)
+	require.GreaterOrEqual(t, rep.Costs.Audit, 10*saveDelay, "each step's exec entries")
+	// Every command's result entry was written too (off its path), before Run returned.
+	execs, results := map[string]bool{}, map[string]bool{}
+	for _, sp := range tl.Spans() {
+		switch {
+		case sp.Kind == driver.SpanExec:
+			execs[sp.Step] = true
+		case sp.Kind == driver.SpanAudit && sp.Result == "ok" && (strings.HasPrefix(sp.What, driver.AuditResult+" ") || strings.HasPrefix(sp.What, driver.AuditReport+" ")):
+			results[sp.Step] = true
+		}
+	}
+	require.Equal(t, execs, results, "a result (or report) entry for every command executed")
+	entries, err := driver.ReadAudit(ctx, blobs, driver.AuditFilter{})
+	require.NoError(t, err)
+	require.Len(t, entries, 2*len(spansOf(tl, driver.SpanExec)), "an exec and a result entry per command, all written when Run returned")
+	require.Less(t, fence.Busy, fence.Wall, "the fence step's audit writes and save are not counted as the fence's")
+	t.Log(rep)
+}
+
+func spansOf(tl *driver.Timeline, k driver.SpanKind) []driver.Span {
+	var out []driver.Span
+	for _, s := range tl.Spans() {
+		if s.Kind == k {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package cutover_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/cutover"
+)
+
+// pauseWithDown drives a cutover to its pause with pgdog-3 down (every Pause and Reload to
+// it fails, everything else succeeds) and returns how many Pause and Reload commands
+// pgdog-3 was sent, the retry timers set while the pause was open, and the end.
+func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTimers int, done cutover.Done) {
+	m := cutover.New()
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 3, Grace: 10, FinalizeAfter: 10, InstanceAttempts: instanceAttempts}
+	rec := fixture()
+	queue := m.On(ctx, cutover.Start{Record: rec, Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"},
+		Role: "app", Publication: "app_pub", Options: opts}})
+	version, paused, resumed := rec.Version, false, false
+	timers := map[string]int64{}
+	down := errors.New("unreachable")
+	for steps := 0; steps < 10_000; steps++ {
+		var in cutover.Input
+		if len(queue) == 0 {
+			id, at := "", int64(0)
+			for k, v := range timers {
+				if id == "" || v < at {
+					id, at = k, v
+				}
+			}
+			require.NotEmpty(t, id, "stuck: nothing to answer and no timer")
+			delete(timers, id)
+			ctx.Now = max(ctx.Now, at)
+			in = cutover.TimerFired{ID: id}
+		} else {
+			c := queue[0]
+			queue = queue[1:]
+			switch c := c.(type) {
+			case cutover.Done:
+				return pauses, reloads, retryTimers, c
+			case cutover.SetTimer:
+				timers[c.ID] = c.At
+				if paused && !resumed {
+					retryTimers++
+				}
+				continue
+			case cutover.CancelTimer:
+				delete(timers, c.ID)
+				continue
+			case cutover.Alert:
+				continue
+			case cutover.WriteRecord:
+				version++
+				in = cutover.RecordWritten{Step: c.Step, Version: version}
+			case cutover.CopyData:
+				in = cutover.CopyStarted{Step: c.Step, Task: 7}
+			case cutover.PollCopy:
+				in = cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: cutover.TaskReplicating}, LagBytes: 1}
+			case cutover.ListTasks:
+				in = cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskFinished}, {ID: 8, State: cutover.TaskReplicating}}}
+			case cutover.Pause:
+				paused = true
+				var err error
+				if c.Instance == "pgdog-3" {
+					pauses++
+					err = down
+				}
+				in = cutover.Reply{Step: c.Step, Err: err}
+			case cutover.Reload:
+				var err error
+				if c.Instance == "pgdog-3" {
+					reloads++
+					err = down
+				}
+				in = cutover.Reply{Step: c.Step, Err: err}
+			case cutover.Resume:
+				if c.Instance != "pgdog-3" {
+					resumed = true
+				}
+				in = cutover.Reply{Step: c.Step}
+			default:
+				in = cutover.Reply{Step: stepOf(c)}
+			}
+		}
+		ctx.Now++
+		queue = append(queue, m.On(ctx, in)...)
+	}
+	t.Fatal("the cutover did not end")
+	return
+}
+
+// TestInstanceAttempts: with InstanceAttempts 1 an instance that does not answer the pause
+// or the reload is sent each once and the pause goes on at its first failure, with no
+// retry timer inside the pause; by default it is sent Attempts times. The outcome is the
+// same: finalized, the instance listed missed and lagging (the fence covered it, and stays).
+func TestInstanceAttempts(t *testing.T) {
+	p, r, timers, done := pauseWithDown(t, 0)
+	require.Equal(t, 3, p, "default: Attempts pauses")
+	require.Equal(t, 3, r, "default: Attempts reloads")
+	require.NotZero(t, timers)
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.Equal(t, []string{"pgdog-3"}, done.Missed)
+	require.Equal(t, []string{"pgdog-3"}, done.Lagging)
+
+	p, r, timers, done1 := pauseWithDown(t, 1)
+	require.Equal(t, 1, p)
+	require.Equal(t, 1, r)
+	require.Zero(t, timers, "no retry waits inside the pause")
+	require.Equal(t, done.Outcome, done1.Outcome)
+	require.Equal(t, done.Missed, done1.Missed)
+	require.Equal(t, done.Lagging, done1.Lagging)
+}
