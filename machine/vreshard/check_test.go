@@ -36,7 +36,7 @@ func TestCheck(t *testing.T) {
 		change func(*vreshard.Facts)
 		want   string
 	}{
-		{"source missing", []string{"-80"}, []string{"-40", "40-80"}, nil, "source shard -80 does not exist"},
+		{"source missing", src, tgt, func(f *vreshard.Facts) { f.Shards = f.Shards[1:] }, "source shard 0 does not exist"},
 		{"source not serving", src, tgt, func(f *vreshard.Facts) { f.Shards[0].Serving = false }, "source shard 0 does not serve"},
 		{"no source primary", src, tgt, func(f *vreshard.Facts) { f.Shards[0].Primary = "" }, "source shard 0 has no primary"},
 		{"target serving", src, tgt, func(f *vreshard.Facts) { f.Shards[1].Serving = true }, "target shard -80 already serves"},
