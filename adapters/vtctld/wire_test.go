@@ -118,7 +118,7 @@ func FuzzReplies(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Add(appendBytes(nil, 1, appendBytes(appendString(nil, 1, "zone1"), 2, appendBytes(nil, 1, appendVarint(nil, 1, 1)))))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, r := range []reply{&getTabletsResponse{}, &reparentResponse{}, &srvKeyspacesResponse{}, &applyVSchemaResponse{}, &tabletAlias{}, &fetchResponse{}} {
+		for _, r := range []reply{&getTabletsResponse{}, &reparentResponse{}, &srvKeyspacesResponse{}, &applyVSchemaResponse{}, &tabletAlias{}, &fetchResponse{}, &getWorkflowsResponse{}, &workflowStatusResponse{}, &vdiffShowResponse{}, &getShardResponse{}, &getVSchemaResponse{}, &ignored{}} {
 			if err := r.unmarshal(b); err != nil && !strings.HasPrefix(err.Error(), "vtctld: malformed reply") {
 				t.Fatalf("%T: %v", r, err)
 			}
