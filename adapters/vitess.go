@@ -24,8 +24,11 @@ type VitessControl interface {
 	// The tablet was promoted outside Vitess; Vitess only records it. The implementation
 	// checks first that the tablet belongs to keyspace/shard and returns an error
 	// matching ErrWrongShard, without reparenting anything, when it does not: a wrong
-	// alias would otherwise make a tablet of another shard its primary. Idempotent: a
-	// tablet that is already the primary is left as it is.
+	// alias would otherwise make a tablet of another shard its primary. It then checks
+	// that the tablet's MySQL is writable and returns an error matching ErrNotWritable,
+	// telling vtctld nothing, when it is not. Idempotent: a tablet that is already the
+	// primary is left as it is, but success always means the writability check passed,
+	// so an earlier call that failed half-way cannot make a later one look done.
 	TabletExternallyReparented(ctx context.Context, keyspace, shard, tablet string) (Reparented, error)
 	// SrvKeyspace returns the serving partitions of keyspace in cell (GetSrvKeyspaces),
 	// one per tablet type, each listing the shards that serve it, in Vitess's order.
@@ -126,6 +129,13 @@ func ParseTabletAlias(s string) (TabletAlias, error) {
 
 // ErrWrongShard: the tablet named for a reparent does not belong to the shard named with it.
 var ErrWrongShard = errors.New("adapters: the tablet belongs to another shard")
+
+// ErrNotWritable: the tablet named for a reparent sits in front of a MySQL server that is
+// still read-only, so the promotion outside Vitess has not finished. vtctld must not be told
+// yet: its ChangeType to PRIMARY fails on such a server (errno 1290, checked on v0.24.4 with
+// MariaDB) after writing PRIMARY into the tablet's topology record, and every later
+// TabletExternallyReparented then answers "already primary" without doing anything.
+var ErrNotWritable = errors.New("adapters: the promoted tablet's MySQL is read-only")
 
 // VitessError is an error of a vtctld call, keeping the gRPC status code.
 type VitessError struct {

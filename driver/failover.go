@@ -68,7 +68,10 @@ func (e *FailoverExecutor) Execute(ctx context.Context, cmd failover.Command) (f
 			}
 		}
 		warn(log, err, "TabletExternallyReparented failed", "step", c.Step, "attempt", c.Attempt, "keyspace", c.Keyspace, "shard", c.Shard, "tablet", c.Tablet)
-		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: err}, true
+		// A tablet of another shard stays one: retrying cannot help, the failover must
+		// end and say so. Every other error (vtctld down, the tablet's MySQL not yet
+		// writable: adapters.ErrNotWritable) may clear, and is retried.
+		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: err, Permanent: errors.Is(err, adapters.ErrWrongShard)}, true
 	case failover.WriteRecord:
 		v, err := e.Store.CAS(ctx, e.DB, c.Expect, c.Record)
 		var conflict *adapters.ConflictError

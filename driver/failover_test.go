@@ -483,6 +483,13 @@ func (wrongShard) TabletExternallyReparented(_ context.Context, keyspace, shard,
 	return adapters.Reparented{}, &adapters.VitessError{Op: "GetTablets", Keyspace: keyspace, Shard: shard, Tablet: tablet, Err: adapters.ErrWrongShard}
 }
 
+// notWritable is a vtctld whose promoted tablet's MySQL is still read-only.
+type notWritable struct{ adapters.VitessControl }
+
+func (notWritable) TabletExternallyReparented(_ context.Context, keyspace, shard, tablet string) (adapters.Reparented, error) {
+	return adapters.Reparented{}, &adapters.VitessError{Op: "ExecuteFetchAsDBA", Keyspace: keyspace, Shard: shard, Tablet: tablet, Err: adapters.ErrNotWritable}
+}
+
 // TestPushHandoff: the hand-off refuses what ConfigPush would refuse, and does not report
 // success until a ConfigPush run has taken the push: with no run reading Inputs, or a run
 // that never saves the generation, it fails at ctx's deadline saying so.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/kernel/keyrange"
@@ -110,8 +111,19 @@ func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard
 			"nothing was reparented; give a tablet of "+keyspace+"/"+shard)
 	}
 
+	// The promoted MySQL must already be writable. vtctld's ChangeType to PRIMARY fails on
+	// a read-only one (errno 1290) after writing PRIMARY into the tablet's record, and from
+	// then on TabletExternallyReparented answers "already primary" without doing anything:
+	// checking here, on every call, is what keeps such a half-done call from passing for
+	// done when it is retried.
+	if err := c.writable(ctx, pb); err != nil {
+		return fail("ExecuteFetchAsDBA", err, "finish the promotion outside Vitess first: make "+alias.String()+"'s MySQL writable (SET GLOBAL read_only = 0), then retry; vttablet serves as primary once it is")
+	}
 	var resp reparentResponse
 	if err := c.invoke(ctx, "TabletExternallyReparented", reparentRequest{tablet: pb}, &resp); err != nil {
+		if st, ok := status.FromError(err); ok && (strings.Contains(st.Message(), "1290") || strings.Contains(st.Message(), "read-only")) {
+			err = fmt.Errorf("%w: %s", adapters.ErrNotWritable, st.Message())
+		}
 		return fail("TabletExternallyReparented", err, "")
 	}
 	out := adapters.Reparented{Keyspace: resp.keyspace, Shard: resp.shard, NewPrimary: aliasString(resp.newPrimary), OldPrimary: aliasString(resp.oldPrimary)}
@@ -121,6 +133,26 @@ func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard
 			"the tablet moved between the check and the reparent; inspect both shards with vtctldclient GetTablets")
 	}
 	return out, nil
+}
+
+// writable asks the tablet's MySQL, through vtctld (ExecuteFetchAsDBA), whether it is
+// read-only; an error matching adapters.ErrNotWritable when it is.
+func (c *Client) writable(ctx context.Context, tablet tabletAlias) error {
+	var resp fetchResponse
+	if err := c.invoke(ctx, "ExecuteFetchAsDBA", fetchRequest{tablet: tablet, query: "SELECT @@global.read_only", maxRows: 1}, &resp); err != nil {
+		return err
+	}
+	if len(resp.rows) != 1 || len(resp.rows[0]) != 1 {
+		return fmt.Errorf("vtctld: SELECT @@global.read_only on %s answered %d rows, want 1 of 1 column", aliasString(&tablet), len(resp.rows))
+	}
+	switch v := string(resp.rows[0][0]); v {
+	case "0", "OFF":
+		return nil
+	case "1", "ON":
+		return fmt.Errorf("%w: @@global.read_only is %s on %s", adapters.ErrNotWritable, v, aliasString(&tablet))
+	default:
+		return fmt.Errorf("vtctld: SELECT @@global.read_only on %s answered %q", aliasString(&tablet), v)
+	}
 }
 
 func aliasString(a *tabletAlias) string {

@@ -62,8 +62,10 @@ func TestRealReparent(t *testing.T) {
 	cl := dial(t, vtctld.Config{Addr: c.VtctldAddr})
 	ctx := context.Background()
 
-	// Not made writable first (vtctld's ChangeType would fail with errno 1290 and leave the
-	// tablet record PRIMARY in the topology regardless: checked, see vitesstest.Promote).
+	// Not made writable first, the client refuses it (adapters.ErrNotWritable) without
+	// telling vtctld, whose ChangeType would fail with errno 1290 and leave the tablet
+	// record PRIMARY in the topology regardless (checked, see vitesstest.Promote), after
+	// which every retry would answer "already primary": TestRealReparentContract.
 	tb.Promote(t) // what the promotion outside Vitess does
 	got, err := cl.TabletExternallyReparented(ctx, "promote", "0", "zone1-"+strconv.Itoa(int(tb.UID)))
 	require.NoError(t, err)
@@ -348,9 +350,14 @@ func TestRealReparentContract(t *testing.T) {
 	c.CreateKeyspace(t, "contract")
 	fresh := c.StartTablet(t, "contract", "-80") // first: the serving graph AddShards builds must cover the range
 	other := c.AddShards(t, "contract", "80-")[0]
-	fresh.Promote(t)
 	cl := dial(t, vtctld.Config{Addr: c.VtctldAddr})
 	conformance.RunReparentSuite(t, conformance.ReparentRig{Keyspace: "contract", Shard: "-80", Fresh: fresh.Alias, OtherShard: "80-", Other: other.Alias,
+		MakeWritable: func(conformance.TB) {
+			// The refusals told vtctld nothing: the tablet is still a REPLICA in the
+			// topology, not the half-done PRIMARY a ChangeType failing with errno 1290 leaves.
+			require.Equal(t, "REPLICA", tabletType(t, c, fresh.Alias))
+			fresh.Promote(t)
+		},
 		Reparent: cl.TabletExternallyReparented,
 		Primary: func(_ conformance.TB, shard string) string {
 			var s struct {

@@ -66,8 +66,11 @@ func (c *Client) fix(op, keyspace string, code codes.Code) string {
 		}
 		return "check the names with vtctldclient GetTablets --keyspace " + keyspace
 	case codes.Unknown:
-		if op == "TabletExternallyReparented" {
+		switch op {
+		case "TabletExternallyReparented":
 			return "vtctld could not make the tablet primary; check that its vttablet runs and serves (vtctldclient GetTablet <alias>), then retry"
+		case "ExecuteFetchAsDBA":
+			return "vtctld could not query the tablet's MySQL; check that its vttablet runs and serves (vtctldclient GetTablet <alias>), then retry"
 		}
 	case codes.InvalidArgument, codes.FailedPrecondition:
 		if op == "ApplyVSchema" {

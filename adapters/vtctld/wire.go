@@ -451,3 +451,94 @@ func (r *applyVSchemaResponse) unmarshal(b []byte) error {
 		return nil
 	})
 }
+
+// fetchRequest is vtctldata.ExecuteFetchAsDBARequest {1: tablet_alias, 2: query,
+// 3: max_rows}.
+type fetchRequest struct {
+	tablet  tabletAlias
+	query   string
+	maxRows uint64
+}
+
+func (r fetchRequest) marshal() []byte {
+	b := appendBytes(nil, 1, r.tablet.marshal())
+	b = appendString(b, 2, r.query)
+	return appendVarint(b, 3, r.maxRows)
+}
+
+// fetchResponse is vtctldata.ExecuteFetchAsDBAResponse {1: query.QueryResult}, of which
+// the client reads the rows: QueryResult {4: rows}, Row {1: lengths (packed sint64; -1 is
+// NULL), 2: values, the values' bytes one after the other}. A NULL value is nil.
+type fetchResponse struct{ rows [][][]byte }
+
+func (r *fetchResponse) unmarshal(b []byte) error {
+	return fields(b, func(fl field) error {
+		if fl.num != 1 {
+			return nil
+		}
+		if err := fl.want(protowire.BytesType); err != nil {
+			return err
+		}
+		return fields(fl.bytes, func(fl field) error {
+			if fl.num != 4 {
+				return nil
+			}
+			if err := fl.want(protowire.BytesType); err != nil {
+				return err
+			}
+			row, err := unmarshalRow(fl.bytes)
+			if err != nil {
+				return err
+			}
+			r.rows = append(r.rows, row)
+			return nil
+		})
+	})
+}
+
+func unmarshalRow(b []byte) ([][]byte, error) {
+	var lengths []int64
+	var values []byte
+	err := fields(b, func(fl field) error {
+		switch fl.num {
+		case 1:
+			if fl.typ == protowire.VarintType { // an unpacked element
+				lengths = append(lengths, protowire.DecodeZigZag(fl.varint))
+				return nil
+			}
+			if err := fl.want(protowire.BytesType); err != nil {
+				return err
+			}
+			for p := fl.bytes; len(p) > 0; {
+				v, n := protowire.ConsumeVarint(p)
+				if n < 0 {
+					return fmt.Errorf("vtctld: malformed reply: row lengths: %w", protowire.ParseError(n))
+				}
+				lengths = append(lengths, protowire.DecodeZigZag(v))
+				p = p[n:]
+			}
+		case 2:
+			if err := fl.want(protowire.BytesType); err != nil {
+				return err
+			}
+			values = fl.bytes
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	row := make([][]byte, 0, len(lengths))
+	for i, n := range lengths {
+		switch {
+		case n == -1:
+			row = append(row, nil)
+		case n < -1 || n > int64(len(values)):
+			return nil, fmt.Errorf("vtctld: malformed reply: value %d of a row has length %d, with %d bytes left", i, n, len(values))
+		default:
+			row = append(row, values[:n:n])
+			values = values[n:]
+		}
+	}
+	return row, nil
+}

@@ -89,13 +89,36 @@ func TestEncodeVSchemaIsDeterministic(t *testing.T) {
 	}
 }
 
+// TestFetchDecode: a QueryResult's rows, with packed and unpacked lengths, NULL (-1), and
+// a length past the values refused as malformed.
+func TestFetchDecode(t *testing.T) {
+	lengths := func(ls ...int64) []byte {
+		var p []byte
+		for _, l := range ls {
+			p = protowire.AppendVarint(p, protowire.EncodeZigZag(l))
+		}
+		return appendBytes(nil, 1, p)
+	}
+	row1 := append(lengths(1, -1, 3), appendBytes(nil, 2, []byte("0abc"))...)
+	row2 := protowire.AppendVarint(tagged(nil, 1, protowire.VarintType), protowire.EncodeZigZag(2))
+	row2 = appendBytes(row2, 2, []byte("ON"))
+	qr := appendBytes(appendBytes(appendVarint(nil, 2, 0), 4, row1), 4, row2)
+	var got fetchResponse
+	require.NoError(t, got.unmarshal(appendBytes(nil, 1, qr)))
+	require.Equal(t, [][][]byte{{[]byte("0"), nil, []byte("abc")}, {[]byte("ON")}}, got.rows)
+
+	bad := appendBytes(nil, 1, appendBytes(nil, 4, append(lengths(5), appendBytes(nil, 2, []byte("ab"))...)))
+	require.ErrorContains(t, (&fetchResponse{}).unmarshal(bad), "malformed reply: value 0 of a row has length 5")
+	require.Equal(t, []byte{0x0a, 0x07, 0x0a, 0x05, 'z', 'o', 'n', 'e', '1', 0x12, 0x19}[:9], fetchRequest{tablet: tabletAlias{cell: "zone1"}, query: "SELECT @@global.read_only", maxRows: 1}.marshal()[:9])
+}
+
 // FuzzReplies: no input makes a decoder panic, and every refusal says the reply is
 // malformed.
 func FuzzReplies(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Add(appendBytes(nil, 1, appendBytes(appendString(nil, 1, "zone1"), 2, appendBytes(nil, 1, appendVarint(nil, 1, 1)))))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, r := range []reply{&getTabletsResponse{}, &reparentResponse{}, &srvKeyspacesResponse{}, &applyVSchemaResponse{}, &tabletAlias{}} {
+		for _, r := range []reply{&getTabletsResponse{}, &reparentResponse{}, &srvKeyspacesResponse{}, &applyVSchemaResponse{}, &tabletAlias{}, &fetchResponse{}, &getWorkflowsResponse{}, &workflowStatusResponse{}, &vdiffShowResponse{}, &getShardResponse{}, &getVSchemaResponse{}, &ignored{}} {
 			if err := r.unmarshal(b); err != nil && !strings.HasPrefix(err.Error(), "vtctld: malformed reply") {
 				t.Fatalf("%T: %v", r, err)
 			}

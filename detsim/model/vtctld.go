@@ -18,7 +18,8 @@ var ErrVtctldUnavailable = errors.New("model: vtctld unavailable (injected topol
 // knows (alias, shard, and the MySQL server behind each) and, per shard, the tablet Vitess
 // takes as primary. TabletExternallyReparented behaves as adapters.VitessControl promises
 // (and as the vtctld adapter implements it): an unknown tablet is ErrNotFound, a tablet of
-// another shard ErrWrongShard with nothing reparented, a tablet that already is the primary
+// another shard ErrWrongShard with nothing reparented, a tablet whose MySQL is read-only
+// ErrNotWritable with nothing reparented, a tablet that already is the primary
 // is left as it is. vtgates learn a reparent from it (see VTGate).
 //
 // What is simplified: one cell; tablets do not change type or health by themselves; the
@@ -37,8 +38,20 @@ type Vtctld struct {
 }
 
 // Tablet is one tablet: its alias, its shard and the backend (MySQL server) behind it.
+// ReadOnly says the MySQL is still read-only (a promotion outside Vitess not finished):
+// TabletExternallyReparented refuses the tablet with adapters.ErrNotWritable, as the
+// adapter does, until SetWritable.
 type Tablet struct {
 	Alias, Shard, Backend string
+	ReadOnly              bool
+}
+
+// SetWritable makes tablet's MySQL writable (what finishing the promotion does).
+func (v *Vtctld) SetWritable(tablet string) {
+	if t, ok := v.tablets[tablet]; ok {
+		t.ReadOnly = false
+		v.tablets[tablet] = t
+	}
 }
 
 // Reparent is one change of a shard's primary; Step orders it within a millisecond.
@@ -83,6 +96,9 @@ func (v *Vtctld) TabletExternallyReparented(keyspace, shard, tablet string) (ada
 	}
 	if t.Shard != shard {
 		return adapters.Reparented{}, v.err(shard, tablet, "", fmt.Errorf("%w: tablet %s serves %s/%s", adapters.ErrWrongShard, tablet, keyspace, t.Shard))
+	}
+	if t.ReadOnly {
+		return adapters.Reparented{}, v.err(shard, tablet, "", fmt.Errorf("%w: @@global.read_only is 1 on %s", adapters.ErrNotWritable, tablet))
 	}
 	old := v.primary[shard]
 	out := adapters.Reparented{Keyspace: keyspace, Shard: shard, NewPrimary: tablet, OldPrimary: old}

@@ -111,9 +111,10 @@ func TestVTGateQuery(t *testing.T) {
 // does (adapters/vtctld's TestRealReparentContract runs the same suite on one).
 func TestVtctldReparentContract(t *testing.T) {
 	v := model.NewVtctld(nil, "vtctld", "contract")
-	v.AddTablet(model.Tablet{Alias: "zone1-0000000101", Shard: "-80", Backend: "db-a"}, false)
+	v.AddTablet(model.Tablet{Alias: "zone1-0000000101", Shard: "-80", Backend: "db-a", ReadOnly: true}, false)
 	v.AddTablet(model.Tablet{Alias: "zone1-0000000100", Shard: "80-", Backend: "db-b"}, true)
 	conformance.RunReparentSuite(t, conformance.ReparentRig{Keyspace: "contract", Shard: "-80", Fresh: "zone1-0000000101", OtherShard: "80-", Other: "zone1-0000000100",
+		MakeWritable: func(conformance.TB) { v.SetWritable("zone1-0000000101") },
 		Reparent: func(_ context.Context, keyspace, shard, tablet string) (adapters.Reparented, error) {
 			return v.TabletExternallyReparented(keyspace, shard, tablet)
 		},

@@ -22,6 +22,9 @@
 //   - failover: the failover machine repointing a shard after its standby's promotion, for
 //     PgDog (hand-off to ConfigPush) and Vitess (vtctld reparent): no acknowledged write
 //     lost, one writable primary routed, the record mirrors Vitess, convergence.
+//   - vreshard: machine/vreshard resharding a Vitess keyspace through a vtctld model, with
+//     controller restarts: no step twice, writes only after a clean VDiff, the record
+//     mirrors the PRIMARY partition, completion (vreshard.go).
 //   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
 //     mode (TestExploreCutoverCrash).
 //   - fencing-late (KnownIssues, not in All): a known issue of the fencing migration,
@@ -40,7 +43,8 @@ import "loam.dev/router/detsim"
 
 // All lists every scenario.
 func All() []detsim.Scenario {
-	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover}
+	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover,
+		VReshard}
 }
 
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;

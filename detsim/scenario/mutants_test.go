@@ -58,6 +58,10 @@ var mutants = []mutant{
 	{"failover", scenario.MutantPushBeforeRecord, "files-only-published", 100},
 	{"failover", scenario.MutantKeepGeneration, "converges", 100},
 	{"failover", scenario.MutantStandbyAsync, "no-lost-ack", 200},
+	// machine/vreshard's mutants (vreshard.Mutants).
+	{"vreshard", scenario.MutantVReshardSkipVDiff, scenario.InvVReshardVDiff, 50},
+	{"vreshard", scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror, 50},
+	{"vreshard", scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce, 100},
 }
 
 // firstTrip runs seeds from base until one trips want; it returns the result and how many
@@ -137,6 +141,9 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvT3, ""},
 	{check.InvOneWritable, ""},
 	{check.InvMirrorsVitess, ""},
+	{scenario.InvVReshardOnce, ""},
+	{scenario.InvVReshardVDiff, ""},
+	{scenario.InvVReshardMirror, ""},
 }
 
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base

@@ -88,7 +88,8 @@ const (
 	// Refused: the start request was invalid; nothing was done.
 	Refused
 	// Failed: the record moved on so that the repoint no longer applies (the shard is gone
-	// from it, or it kept changing); Reason says what to do.
+	// from it, or it kept changing), or a command was refused for good (Reply.Permanent,
+	// e.g. the promoted tablet serves another shard); Reason says what to do.
 	Failed
 )
 

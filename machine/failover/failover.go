@@ -349,7 +349,21 @@ func (m *Machine) onReply(ctx *machine.Ctx, in Reply) {
 		return
 	}
 	m.emit(ctx, false, in.Err.Error())
-	if m.s.Stage == stFence && m.s.Attempt >= m.s.Start.Options.Attempts {
+	if in.Permanent && m.s.Stage != stFence && !m.s.Start.Options.Mutants.RetryPermanent {
+		// Retrying cannot help (a tablet of another shard stays one): stop with the record
+		// as it is, saying what was done and what to do.
+		reason := m.action() + " of shard " + m.s.Start.Shard + " refused for good (" + in.Err.Error() + "); the record is unchanged"
+		if m.s.Stage == stReparent {
+			reason += " and nothing was reparented; start the failover again naming a tablet of " +
+				m.s.Start.Record.Router.Name + "/" + m.s.Start.Shard + " (vtctldclient GetTablets --keyspace " + m.s.Start.Record.Router.Name + " --shard " + m.s.Start.Shard + ")"
+		}
+		if m.s.Fenced {
+			reason += "; the old primary " + backendAddr(m.old()) + " is fenced, so the shard takes no writes until then"
+		}
+		m.finish(ctx, Failed, reason)
+		return
+	}
+	if m.s.Stage == stFence && (m.s.Attempt >= m.s.Start.Options.Attempts || in.Permanent) {
 		// The old primary is down or cut off (the usual reason for a failover): go on. If
 		// it comes back, the routers no longer point at it once the record is pushed.
 		ctx.Emit(Spec, ActFenceSkipped, machine.S("shard", m.s.Start.Shard))

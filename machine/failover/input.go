@@ -35,6 +35,12 @@ type Reply struct {
 	Step    string
 	Attempt int // the command's Attempt, echoed
 	Err     error
+	// Permanent says that sending the command again cannot succeed: the request itself is
+	// wrong, not the moment (the driver sets it for adapters.ErrWrongShard, a promoted
+	// tablet that serves another shard). A permanent Reparent error ends the failover
+	// Failed at once, with the record unchanged, instead of being retried forever; a
+	// permanent fence error ends the fence's tries as Attempts failures would.
+	Permanent bool
 }
 
 // RecordWritten answers WriteRecord. On success Version is the new version. When the

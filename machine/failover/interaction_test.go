@@ -98,6 +98,10 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 				err = errors.New(msg)
 				header = "fail " + step + ": " + msg
 			}
+			if p := arg("refuse", ""); p != "" && strings.Contains(step, p) {
+				h.w.wrongShard = true // vtctld refuses it for good (Reply.Permanent)
+				header = "refuse " + step + ": " + errWrongShard.Error()
+			}
 			h.step(header, h.w.apply(c, err, applied != "" && strings.Contains(step, applied)))
 		}
 	case "conflict":

@@ -29,6 +29,10 @@ type Mutants struct {
 	// cannot tell them from the new. Trips "generations only increase" (and the store's
 	// own check).
 	KeepGeneration bool
+	// RetryPermanent retries a Reparent refused for good (Reply.Permanent) as if the
+	// refusal were transient: a tablet of another shard is asked about forever. Trips "a
+	// permanent refusal is not sent again".
+	RetryPermanent bool
 }
 
 func (o Options) withDefaults() Options {

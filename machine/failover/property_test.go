@@ -29,12 +29,22 @@ func (c rngChooser) pick(n int) int { return c.r.IntN(n) }
 // and late answers, restarts, timers, harmless concurrent writes to the record), then a
 // reliable one in which it must end.
 func run(c chooser, vitess bool, chaos int, mu failover.Mutants) (*failover.Done, []string, []string) {
+	done, _, v, log := runWith(c, vitess, chaos, mu, nil)
+	return done, v, log
+}
+
+// runWith is run with setup applied to the world before the failover starts; it also
+// returns the world.
+func runWith(c chooser, vitess bool, chaos int, mu failover.Mutants, setup func(*world)) (*failover.Done, *world, []string, []string) {
 	rec, shard, promoted := pgFixture()
 	if vitess {
 		rec, shard, promoted = vtFixture()
 	}
 	opts := failover.Options{RetryAfter: 100, Attempts: 1 + c.pick(3), Mutants: mu}
 	w := newWorld(rec, shard, promoted, opts.Attempts)
+	if setup != nil {
+		setup(w)
+	}
 	m := failover.New()
 	rng := rand.New(rand.NewPCG(5, 6))
 	now := int64(1000)
@@ -127,7 +137,7 @@ func run(c chooser, vitess bool, chaos int, mu failover.Mutants) (*failover.Done
 	if done == nil {
 		v = append(v, "no Done once the world was reliable")
 	}
-	return done, v, log
+	return done, w, v, log
 }
 
 // TestPropertyFailover: whatever the answers and restarts, generations only increase,

@@ -21,8 +21,15 @@ type world struct {
 	reparented bool            // Vitess takes the promoted tablet as primary
 	pushed     uint64          // generation handed to ConfigPush
 	promotedAt map[uint64]bool // generations stored that name the promoted primary
+	// wrongShard: the promoted tablet serves another shard, so vtctld refuses every
+	// Reparent for good (adapters.ErrWrongShard, Reply.Permanent) and reparents nothing.
+	wrongShard bool
+	refusals   int // Reparents answered with a permanent refusal
 	violations []string
 }
+
+// errWrongShard is the adapter's refusal of a tablet of another shard, as the machine sees it.
+var errWrongShard = errors.New("adapters: the tablet belongs to another shard: tablet zone1-201 serves commerce/-80")
 
 func newWorld(rec *shardmap.Record, shard string, promoted shardmap.Backend, attempts int) *world {
 	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}}
@@ -56,6 +63,10 @@ func (w *world) apply(c failover.Command, fail error, applied bool) failover.Inp
 		}
 		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: fail}
 	case failover.Reparent:
+		if w.wrongShard {
+			w.refusals++
+			return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: errWrongShard, Permanent: true}
+		}
 		if effect {
 			w.reparented = true
 		}

@@ -1,0 +1,262 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/model"
+	"loam.dev/router/kernel/keyrange"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/vreshard"
+)
+
+// The vreshard scenario's invariants and mutants.
+const (
+	// InvVReshardOnce: no step of the workflow takes effect twice (create, a VDiff, each
+	// switch, complete), whatever is lost, duplicated or restarted.
+	InvVReshardOnce = "vreshard-no-step-twice"
+	// InvVReshardVDiff: the writes switch only after a VDiff finished with 0 mismatches.
+	InvVReshardVDiff = "vreshard-vdiff-before-writes"
+	// InvVReshardMirror: every record written names the PRIMARY partition vtgate serves at
+	// that moment, the check through vtgate runs only while the record does, and once the
+	// faults heal the reshard ends Completed with the record mirroring Vitess.
+	InvVReshardMirror = "vreshard-mirror"
+
+	// MutantVReshardSkipVDiff switches without a VDiff (vreshard.Mutants.SkipVDiff).
+	MutantVReshardSkipVDiff = "vreshard-skip-vdiff"
+	// MutantVReshardSkipMirror does not mirror the switch of the writes.
+	MutantVReshardSkipMirror = "vreshard-skip-mirror"
+	// MutantVReshardForgetSent makes a new VDiff after a restart in the VDiff step; the world
+	// restarts the controller there when this mutant runs.
+	MutantVReshardForgetSent = "vreshard-forget-sent"
+)
+
+// VReshard is machine/vreshard on the controller resharding keyspace db's shard 0 into -80
+// and 80- through a vtctld model, under lost, duplicated and slow messages, controller
+// restarts (the machine restored from its snapshot) and store conflicts.
+var VReshard = detsim.Scenario{
+	Name:    "vreshard",
+	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart"},
+	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart"},
+	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent},
+	World:   vreshardWorld,
+}
+
+type vreshardRun struct {
+	s         *detsim.Sim
+	ctl       *detsim.Controller
+	store     *model.Store
+	storeNode detsim.NodeID
+	vt        *model.Workflows
+	host      *detsim.Host[vreshard.Input, vreshard.Command]
+	done      *vreshard.Done
+	violation *detsim.Violation
+}
+
+func (r *vreshardRun) violate(inv, format string, a ...any) {
+	if r.violation == nil {
+		r.violation = &detsim.Violation{Invariant: inv, T: r.s.Now(), Detail: fmt.Sprintf(format, a...)}
+	}
+}
+
+func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
+	r := &vreshardRun{s: s, store: model.NewStore(s)}
+	r.storeNode = s.Net.AddNode("store")
+	r.vt = model.NewWorkflows(s, "vtctld", db, []string{"0"}, []string{"-80", "80-"})
+	r.vt.CopyPolls = s.Param("copy_polls", 1+s.Intn(4))
+	rec, err := shardmap.NewVindex(db, shardmap.Key{Column: "id", Type: shardmap.Bigint}, shardmap.VindexHash,
+		shardmap.Backend{Host: "db-0", Port: 3306, Database: db, Tablet: "zone1-0000000100"})
+	if err != nil {
+		panic(err)
+	}
+	rec.Shards[0].Name = "0"
+	v := rec.Layout.Scheme.(shardmap.Vindex)
+	v.Ranges = []keyrange.Range{keyrange.MustParse("0")}
+	rec.Layout.Scheme = v
+	if _, err := r.store.CAS(dbRef, 0, rec); err != nil {
+		panic(err)
+	}
+	rec, _ = r.store.Read(dbRef)
+	r.ctl = detsim.NewController(s, "ctl")
+	mu := vreshard.Mutants{SkipVDiff: mutant == MutantVReshardSkipVDiff, SkipMirror: mutant == MutantVReshardSkipMirror, ForgetSent: mutant == MutantVReshardForgetSent}
+	r.host = detsim.NewHost[vreshard.Input, vreshard.Command](r.ctl, vreshard.New(), detsim.HostConfig[vreshard.Input, vreshard.Command]{
+		Name:       "vreshard",
+		Exec:       r.exec,
+		TimerFired: func(id string) vreshard.Input { return vreshard.TimerFired{ID: id} },
+		Restarted:  vreshard.Restarted{},
+		Save: func(m machine.Machine[vreshard.Input, vreshard.Command]) func() machine.Machine[vreshard.Input, vreshard.Command] {
+			snap := m.(*vreshard.Machine).Snapshot()
+			return func() machine.Machine[vreshard.Input, vreshard.Command] {
+				x, err := vreshard.Restore(snap)
+				if err != nil {
+					panic(fmt.Sprintf("scenario: vreshard snapshot does not restore: %v", err))
+				}
+				return x
+			}
+		},
+	})
+	forced := false
+	s.OnSpec(func(e machine.SpecEvent) {
+		if e.Spec == vreshard.Spec && e.Action == vreshard.ActVDiff && mutant == MutantVReshardForgetSent && !forced {
+			forced = true // restart the controller in the VDiff step, as ctl.restart may
+			s.After(1, detsim.Label{Kind: "crash", To: "ctl"}, func() {
+				r.ctl.Crash()
+				s.After(100, detsim.Label{Kind: "boot", To: "ctl"}, r.ctl.Boot)
+			})
+		}
+	})
+	s.OnHeal(func() { r.ctl.Boot() })
+	s.OnStep(r.checkStep)
+	start := vreshard.Start{Record: rec, Workflow: "split", Cell: "zone1", Source: []string{"0"}, Target: []string{"-80", "80-"},
+		Backends: map[string]shardmap.Backend{"-80": {Host: "db-1", Port: 3306, Database: db, Tablet: "zone1-0000000200"},
+			"80-": {Host: "db-2", Port: 3306, Database: db, Tablet: "zone1-0000000300"}},
+		Options: vreshard.Options{PollEvery: int64(s.Param("poll_ms", 200+s.Intn(800))), RetryAfter: int64(s.Param("retry_ms", 100+s.Intn(400))), Attempts: 3, Mutants: mu}}
+	var ask func()
+	ask = func() { // the operator asks until the controller has taken it
+		if !r.host.Feed(start) {
+			s.After(1000, detsim.Label{Kind: "op", What: "start reshard again"}, ask)
+		}
+	}
+	s.At(s.Between(0, 2000), detsim.Label{Kind: "op", What: "start reshard"}, ask)
+	s.SetWorkload(1, func(int) string { return "reshard 0 -> -80,80-" })
+	s.StartNemesis()
+	end := s.Options().Net.FaultWindow + 120_000
+	if n := s.Run(end, 200_000); n == 200_000 {
+		return &detsim.Violation{Invariant: "step-budget", T: s.Now(), Detail: "the reshard did not settle in 200000 steps"}
+	}
+	if v := detsim.Pruned(s); v != nil {
+		return v
+	}
+	if r.violation != nil {
+		return r.violation
+	}
+	cur, _ := r.store.Read(dbRef)
+	switch {
+	case r.done == nil:
+		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: "the reshard did not end once the faults healed"}
+	case r.done.Outcome != vreshard.Completed || !r.vt.Completed():
+		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: "the reshard ended " + r.done.String()}
+	case !slices.Equal(layoutNames(cur.Layout), r.vt.Primary()) || cur.Target != nil || cur.State.Phase != shardmap.Serving:
+		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: fmt.Sprintf("the record has %v (target %v, %v), vtgate serves %v", layoutNames(cur.Layout), cur.Target != nil, cur.State.Phase, r.vt.Primary())}
+	}
+	s.Probe("vreshard.completed")
+	return nil
+}
+
+func layoutNames(l shardmap.Layout) []string {
+	out := make([]string, len(l.Shards))
+	for i, s := range l.Shards {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// checkStep holds every step to no step twice and no early switch of the writes.
+func (r *vreshardRun) checkStep() {
+	for k, n := range r.vt.Effects {
+		if n > 1 {
+			r.violate(InvVReshardOnce, "%s took effect %d times", k, n)
+		}
+	}
+	if r.vt.EarlyWrites {
+		r.violate(InvVReshardVDiff, "the writes switched before a VDiff finished clean")
+	}
+}
+
+// exec is driver.VReshardExecutor over the simulated network: each command a call from the
+// controller to vtctld (or the store), whose answer is fed back if the controller still
+// runs the incarnation that asked.
+func (r *vreshardRun) exec(cmd vreshard.Command) {
+	s, vt := r.s, r.vt
+	ctl := r.ctl.Node
+	back := r.host.Caller()
+	reply := func(step string, attempt int) func(any, error) {
+		return func(_ any, err error) { back(vreshard.Reply{Step: step, Attempt: attempt, Err: err}) }
+	}
+	switch c := cmd.(type) {
+	case vreshard.Inspect:
+		s.Net.Call(ctl, vt.Node, "inspect", detsim.Idempotent, func(rep detsim.Reply) { rep(nil, nil) }, func(_ any, err error) {
+			f := vreshard.Facts{Sharded: true, Tables: []vreshard.TableFacts{{Name: "t", PrimaryVindex: "hash"}},
+				Shards:  []vreshard.ShardFacts{{Name: "0", Serving: true, Primary: "zone1-0000000100"}, {Name: "-80", Primary: "zone1-0000000200"}, {Name: "80-", Primary: "zone1-0000000300"}},
+				Sources: []vreshard.BinlogFacts{{Shard: "0", Format: "ROW", Image: "FULL", GTID: true}}}
+			back(vreshard.Inspected{Step: c.Step, Attempt: c.Attempt, Facts: f, Err: err})
+		})
+	case vreshard.ReadServing:
+		s.Net.Call(ctl, vt.Node, "srvkeyspace", detsim.Idempotent, func(rep detsim.Reply) { rep(vt.Srv(), nil) }, func(x any, err error) {
+			in := vreshard.Serving{Step: c.Step, Attempt: c.Attempt, Err: err}
+			if err == nil {
+				for _, sh := range x.([]adapters.SrvShard) {
+					in.Primary = append(in.Primary, vreshard.SrvShard{Name: sh.Name, Range: sh.Range})
+				}
+			}
+			back(in)
+		})
+	case vreshard.WriteRecord:
+		st := r.store
+		s.Net.Call(ctl, r.storeNode, "cas v"+strconv.FormatUint(c.Expect, 10), 0,
+			func(rep detsim.Reply) {
+				v, err := st.CAS(dbRef, c.Expect, c.Record)
+				if err == nil && !slices.Equal(layoutNames(c.Record.Layout), vt.Primary()) {
+					r.violate(InvVReshardMirror, "record version %d names %v while vtgate serves %v", v, layoutNames(c.Record.Layout), vt.Primary())
+				}
+				rep(v, err)
+			},
+			func(x any, err error) {
+				in := vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: err}
+				var ce *adapters.ConflictError
+				switch {
+				case err == nil:
+					in.Version = x.(uint64)
+				case errors.As(err, &ce):
+					in.Conflict = ce.Current
+				}
+				back(in)
+			})
+	case vreshard.Create:
+		s.Net.Call(ctl, vt.Node, "create", 0, func(rep detsim.Reply) { vt.Create(); rep(nil, nil) }, reply(c.Step, c.Attempt))
+	case vreshard.Status:
+		s.Net.Call(ctl, vt.Node, "status", detsim.Idempotent, func(rep detsim.Reply) { cp, err := vt.Status(); rep(cp, err) }, func(x any, err error) {
+			in := vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Err: err}
+			if err == nil {
+				in.Copying = x.(bool)
+			}
+			back(in)
+		})
+	case vreshard.VDiff:
+		s.Net.Call(ctl, vt.Node, "vdiff "+c.UUID, 0, func(rep detsim.Reply) { d, err := vt.VDiff(c.UUID); rep(d, err) }, func(x any, err error) {
+			in := vreshard.Diffed{Step: c.Step, Attempt: c.Attempt, Err: err}
+			if err == nil {
+				in.Done = x.(bool)
+			}
+			back(in)
+		})
+	case vreshard.Switch:
+		s.Net.Call(ctl, vt.Node, "switch", 0, func(rep detsim.Reply) { rep(nil, vt.Switch(c.Types, c.Reverse)) }, reply(c.Step, c.Attempt))
+	case vreshard.Verify:
+		s.Net.Call(ctl, vt.Node, "verify", detsim.Idempotent, func(rep detsim.Reply) {
+			cur, _ := r.store.Read(dbRef)
+			if !slices.Equal(layoutNames(cur.Layout), vt.Primary()) {
+				r.violate(InvVReshardMirror, "checking through vtgate while the record has %v and vtgate serves %v", layoutNames(cur.Layout), vt.Primary())
+			}
+			rep(nil, nil)
+		}, reply(c.Step, c.Attempt))
+	case vreshard.Complete:
+		s.Net.Call(ctl, vt.Node, "complete", 0, func(rep detsim.Reply) { rep(nil, vt.Complete()) }, reply(c.Step, c.Attempt))
+	case vreshard.Cancel:
+		s.Net.Call(ctl, vt.Node, "cancel", 0, func(rep detsim.Reply) { rep(nil, vt.Cancel()) }, reply(c.Step, c.Attempt))
+	case vreshard.Alert:
+		s.Probe("vreshard.alert")
+	case vreshard.Done:
+		if r.done == nil {
+			d := c
+			r.done = &d
+		}
+	default:
+		panic(fmt.Sprintf("scenario: vreshard command %T has no executor", cmd))
+	}
+}

@@ -1,0 +1,275 @@
+package vreshard_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"loam.dev/router/machine"
+	"loam.dev/router/machine/machinetest"
+	"loam.dev/router/machine/vreshard"
+)
+
+// driver plays a driver with a crash-prone controller: it executes commands on the world,
+// persists the snapshot (JSON) before each, and on a crash restores a new machine from it.
+type driver struct {
+	t       machinetest.TB
+	m       *vreshard.Machine
+	w       *world
+	now     int64
+	rng     *rand.Rand
+	pending []vreshard.Command
+	timers  machinetest.Timers
+	done    *vreshard.Done
+	log     []string
+	sends   int // commands issued so far
+}
+
+func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
+	d := &driver{t: t, m: vreshard.New(), w: w, now: 1000, rng: rand.New(rand.NewPCG(7, 8)), timers: machinetest.Timers{}}
+	d.feed(start)
+	return d
+}
+
+func (d *driver) feed(in vreshard.Input) {
+	for _, c := range d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: machine.Discard}, in) {
+		d.log = append(d.log, c.String())
+		if d.timers.Record(c) {
+			continue
+		}
+		switch c := c.(type) {
+		case vreshard.Done:
+			d.done = &c
+			d.w.checkEnd(c)
+		case vreshard.Alert:
+		default:
+			d.sends++
+			d.pending = append(d.pending, c)
+		}
+	}
+}
+
+// crash loses what is pending (each command having taken effect or not, as apply says),
+// restores the machine from its snapshot and feeds Restarted.
+func (d *driver) crash(apply func(vreshard.Command) bool) {
+	for _, c := range d.pending {
+		if apply(c) {
+			d.w.apply(c, nil, false)
+		}
+	}
+	d.pending, d.timers = nil, machinetest.Timers{}
+	d.m = machinetest.RoundTrip(d.t, d.m, vreshard.Restore)
+	d.log = append(d.log, "-- crash, restart")
+	d.feed(vreshard.Restarted{})
+}
+
+// settle runs the world reliably until Done (or a bound).
+func (d *driver) settle() {
+	for i := 0; d.done == nil && i < 2000; i++ {
+		if len(d.pending) > 0 {
+			c := d.pending[0]
+			d.pending = d.pending[1:]
+			d.feed(d.w.apply(c, nil, false))
+			continue
+		}
+		at := int64(-1)
+		for _, a := range d.timers {
+			if at < 0 || a < at {
+				at = a
+			}
+		}
+		if at < 0 {
+			break
+		}
+		d.now = max(d.now, at)
+		for id, _, ok := d.timers.Pop(d.now); ok; id, _, ok = d.timers.Pop(d.now) {
+			d.feed(vreshard.TimerFired{ID: id})
+		}
+	}
+}
+
+func (d *driver) violations() []string {
+	v := slices.Clone(d.w.violations)
+	if d.done == nil {
+		v = append(v, "no Done once the world was reliable")
+	}
+	return v
+}
+
+// TestCrashAtEveryStep: the controller crashes after the k-th command was issued, for every
+// k of a whole reshard, with that command having taken effect or not; the restored machine
+// carries on from its snapshot. Every run ends Completed, no step takes effect twice, the
+// record mirrors the live partition at every write and at the end, and traffic never
+// switches before a clean VDiff.
+func TestCrashAtEveryStep(t *testing.T) {
+	d := newDriver(t, newWorld(fixture().Record), fixture())
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Completed, d.done.Outcome, strings.Join(d.log, "\n"))
+	total := d.sends
+	require.Greater(t, total, 12, "a whole reshard issues every step")
+	for k := 1; k <= total; k++ {
+		for _, took := range []bool{false, true} {
+			d := newDriver(t, newWorld(fixture().Record), fixture())
+			for d.done == nil && d.sends < k && len(d.pending) > 0 || d.done == nil && d.sends < k && len(d.timers) > 0 {
+				if len(d.pending) > 0 {
+					c := d.pending[0]
+					d.pending = d.pending[1:]
+					d.feed(d.w.apply(c, nil, false))
+					continue
+				}
+				for id, at := range d.timers {
+					d.now = max(d.now, at)
+					delete(d.timers, id)
+					d.feed(vreshard.TimerFired{ID: id})
+					break
+				}
+			}
+			d.crash(func(vreshard.Command) bool { return took })
+			d.settle()
+			if v := d.violations(); len(v) > 0 || d.done.Outcome != vreshard.Completed {
+				t.Fatalf("crash after command %d (took effect: %v): violations %v, done %v\n%s", k, took, v, d.done, strings.Join(d.log, "\n"))
+			}
+		}
+	}
+}
+
+// run drives a reshard through a hostile phase (failures that took effect or not,
+// duplicated and late answers, crashes, timers, an operator's cancel), then a reliable one.
+func run(c machinetest.Chooser, t machinetest.TB, chaos int, mu vreshard.Mutants, setup func(*world)) (*driver, []string) {
+	start := fixture()
+	start.Options.Mutants = mu
+	w := newWorld(start.Record)
+	if setup != nil {
+		setup(w)
+	}
+	d := newDriver(t, w, start)
+	var answered []vreshard.Input
+	for i := 0; d.done == nil && i < chaos; i++ {
+		switch k := c.IntN(20); {
+		case k < 10 && len(d.pending) > 0:
+			j := c.IntN(len(d.pending))
+			cmd := d.pending[j]
+			d.pending = slices.Delete(d.pending, j, j+1)
+			var in vreshard.Input
+			if c.IntN(4) == 0 {
+				in = w.apply(cmd, errors.New("unreachable"), c.IntN(2) == 1)
+			} else {
+				in = w.apply(cmd, nil, false)
+			}
+			answered = append(answered, in)
+			d.feed(in)
+		case k < 12 && len(answered) > 0:
+			d.feed(answered[c.IntN(len(answered))])
+		case k < 16:
+			d.now += int64(c.IntN(1500))
+			if id, _, ok := d.timers.Pop(d.now); ok {
+				d.feed(vreshard.TimerFired{ID: id})
+			}
+		case k < 19:
+			answered = nil
+			d.crash(func(vreshard.Command) bool { return c.IntN(2) == 1 })
+		default:
+			if mu == (vreshard.Mutants{}) && setup == nil {
+				d.feed(vreshard.CancelRequest{})
+			}
+		}
+	}
+	d.settle()
+	return d, d.violations()
+}
+
+// TestPropertyReshard: whatever the failures, crashes and duplicate answers, and whether an
+// operator cancels on the way, the reshard ends (Completed, or Cancelled/Reversed after a
+// cancel), no step takes effect twice, the record mirrors the live partition at every write
+// and at the end, and the writes never switch before a clean VDiff.
+func TestPropertyReshard(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		d, v := run(machinetest.Rapid(t), t, rapid.IntRange(0, 120).Draw(t, "chaos"), vreshard.Mutants{}, nil)
+		if len(v) > 0 {
+			t.Fatalf("violations %v\n%s", v, strings.Join(d.log, "\n"))
+		}
+		if d.done.Outcome != vreshard.Completed && d.done.Outcome != vreshard.Cancelled && d.done.Outcome != vreshard.Reversed {
+			t.Fatalf("ended %v\n%s", d.done, strings.Join(d.log, "\n"))
+		}
+	})
+}
+
+// TestPropertyTurnBack: a VDiff with mismatches cancels with nothing switched; a failed
+// check through vtgate after the switch reverses the traffic; both mirror it.
+func TestPropertyTurnBack(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mismatch := rapid.Bool().Draw(t, "mismatch")
+		d, v := run(machinetest.Rapid(t), t, rapid.IntRange(0, 80).Draw(t, "chaos"), vreshard.Mutants{}, func(w *world) {
+			w.mismatch, w.verifyFail = mismatch, !mismatch
+		})
+		want := vreshard.Reversed
+		if mismatch {
+			want = vreshard.Cancelled
+		}
+		if len(v) > 0 || d.done.Outcome != want {
+			t.Fatalf("violations %v, done %v, want %v\n%s", v, d.done, want, strings.Join(d.log, "\n"))
+		}
+		if mismatch {
+			require.Zero(t, d.w.effects["switch primary forward"], "nothing switched after a VDiff with mismatches")
+			require.Contains(t, d.done.Reason, "corder")
+		}
+	})
+}
+
+// TestMutantsTripInvariants: each mutant is caught by the invariant named for it within 30
+// seeds.
+func TestMutantsTripInvariants(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mutant    vreshard.Mutants
+		invariant string
+	}{
+		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, "writes switched before a clean VDiff"},
+		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, "the record mirrors the live partition"},
+		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, "no step twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caught := 0
+			for seed := range uint64(30) {
+				_, v := run(machinetest.Seeded(seed), t, 60, tc.mutant, nil)
+				if strings.Contains(strings.Join(v, "\n"), tc.invariant) {
+					caught++
+				}
+			}
+			require.Positive(t, caught, "mutant %s never tripped %q in 30 seeds", tc.name, tc.invariant)
+		})
+	}
+}
+
+// TestSnapshotJSON: a snapshot taken at every step survives JSON and Restore unchanged.
+func TestSnapshotJSON(t *testing.T) {
+	d := newDriver(t, newWorld(fixture().Record), fixture())
+	for d.done == nil && len(d.pending) > 0 || d.done == nil && len(d.timers) > 0 {
+		b, err := json.Marshal(d.m.Snapshot())
+		require.NoError(t, err)
+		var s vreshard.Snapshot
+		require.NoError(t, json.Unmarshal(b, &s))
+		_, err = vreshard.Restore(s)
+		require.NoError(t, err, "%s", b)
+		if len(d.pending) > 0 {
+			c := d.pending[0]
+			d.pending = d.pending[1:]
+			d.feed(d.w.apply(c, nil, false))
+			continue
+		}
+		for id, at := range d.timers {
+			d.now = max(d.now, at)
+			delete(d.timers, id)
+			d.feed(vreshard.TimerFired{ID: id})
+			break
+		}
+	}
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
+}

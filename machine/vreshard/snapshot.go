@@ -1,0 +1,63 @@
+package vreshard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Snapshot is everything a Machine knows, for a driver to persist before executing what a
+// step asked for and to hand to Restore after a restart. Its JSON form is what a driver
+// stores; the fields are not an API.
+type Snapshot struct{ s state }
+
+// Snapshot returns a deep copy of the machine's state.
+func (m *Machine) Snapshot() Snapshot { return Snapshot{m.s.clone()} }
+
+// Restore rebuilds a machine from a snapshot; feed it Restarted next. A snapshot no machine
+// could have produced is refused.
+func Restore(s Snapshot) (*Machine, error) {
+	if err := s.s.check(); err != nil {
+		return nil, fmt.Errorf("vreshard: restore: %w", err)
+	}
+	return &Machine{s: s.s.clone()}, nil
+}
+
+// MarshalJSON encodes the snapshot; records are in shardmap's strict JSON form.
+func (s Snapshot) MarshalJSON() ([]byte, error) { return json.Marshal(s.s) }
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (s *Snapshot) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.s) }
+
+func (s *state) clone() state {
+	c := *s
+	c.Start.Record = s.Start.Record.Clone()
+	c.Start.Source, c.Start.Target = slices.Clone(s.Start.Source), slices.Clone(s.Start.Target)
+	c.Start.Backends = maps.Clone(s.Start.Backends)
+	c.Rec, c.Next = s.Rec.Clone(), s.Next.Clone()
+	c.Serving = slices.Clone(s.Serving)
+	return c
+}
+
+func (s *state) check() error {
+	switch {
+	case s.Stage > stDone || s.After > stDone:
+		return fmt.Errorf("stage %d is unknown", s.Stage)
+	case s.Stage == stIdle:
+		return nil
+	case s.Start.Record == nil || s.Rec == nil:
+		return errors.New("a started reshard has no record")
+	case s.Stage == stDone:
+		return nil
+	case s.Stage == stWrite && s.Next == nil:
+		return errors.New("a record write is in flight but the record is missing")
+	case s.Stage == stVDiff && s.UUID == "" && !s.Start.Options.Mutants.SkipVDiff:
+		return errors.New("a VDiff is in flight without its id")
+	}
+	if checkStart(s.Start) != "" {
+		return errors.New("the start request is invalid: " + checkStart(s.Start))
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package vreshard_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"loam.dev/router/kernel/keyrange"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/vreshard"
+)
+
+// world is Vitess (one keyspace, one workflow) and the record store as the machine sees
+// them, with the invariants checked after every effect.
+type world struct {
+	source, target []string
+	store          *shardmap.Record
+
+	exists, completed, cancelled bool
+	readsOn, writesOn            bool           // the target serves replica/rdonly, primary
+	statusPolls, copyPolls       int            // Status answers so far; how many say copying
+	vdiffs                       map[string]int // shows per VDiff id
+	cleanVDiff                   bool           // a VDiff finished with 0 mismatches
+	mismatch, verifyFail         bool
+	verified                     bool
+
+	effects    map[string]int // effective applications per step
+	violations []string
+}
+
+func newWorld(rec *shardmap.Record) *world {
+	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2}
+}
+
+func (w *world) violate(format string, a ...any) {
+	w.violations = append(w.violations, fmt.Sprintf(format, a...))
+}
+
+// once counts an effective application of step and flags a second one.
+func (w *world) once(step string) {
+	w.effects[step]++
+	if w.effects[step] > 1 {
+		w.violate("no step twice: %s took effect %d times", step, w.effects[step])
+	}
+}
+
+// primary is the live PRIMARY partition: the shards vtgate sends writes to.
+func (w *world) primary() []string {
+	if w.writesOn {
+		return w.target
+	}
+	return w.source
+}
+
+func (w *world) replica() []string {
+	if w.readsOn {
+		return w.target
+	}
+	return w.source
+}
+
+func srv(ns []string) []vreshard.SrvShard {
+	var out []vreshard.SrvShard
+	for _, n := range ns {
+		out = append(out, vreshard.SrvShard{Name: n, Range: keyrange.MustParse(n)})
+	}
+	return out
+}
+
+func names(l shardmap.Layout) []string {
+	var out []string
+	for _, s := range l.Shards {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+var errWorkflow = errors.New("vtctld: workflow customer.wf not found")
+
+// apply executes c; fail makes it answer fail, having taken effect when applied.
+func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Input {
+	effect := fail == nil || applied
+	reply := func(step string, attempt int, err error) vreshard.Input {
+		if fail != nil {
+			err = fail
+		}
+		return vreshard.Reply{Step: step, Attempt: attempt, Err: err}
+	}
+	switch c := c.(type) {
+	case vreshard.Inspect:
+		f := vreshard.Facts{Sharded: true, Tables: []vreshard.TableFacts{{Name: "customer", PrimaryVindex: "hash"}, {Name: "corder", PrimaryVindex: "hash"}}}
+		for _, n := range w.source {
+			f.Shards = append(f.Shards, vreshard.ShardFacts{Name: n, Serving: !w.writesOn, Primary: "zone1-0000000100"})
+			f.Sources = append(f.Sources, vreshard.BinlogFacts{Shard: n, Format: "ROW", Image: "FULL", GTID: true})
+		}
+		for i, n := range w.target {
+			f.Shards = append(f.Shards, vreshard.ShardFacts{Name: n, Serving: w.writesOn, Primary: fmt.Sprintf("zone1-%010d", 200+i)})
+		}
+		return vreshard.Inspected{Step: c.Step, Attempt: c.Attempt, Facts: f, Err: fail}
+	case vreshard.ReadServing:
+		return vreshard.Serving{Step: c.Step, Attempt: c.Attempt, Primary: srv(w.primary()), Replica: srv(w.replica()), Err: fail}
+	case vreshard.WriteRecord:
+		if fail != nil && !applied {
+			return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: fail}
+		}
+		if c.Expect != w.store.Version {
+			return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Conflict: w.store.Clone(), Err: errors.New("conflict")}
+		}
+		w.write(c.Record)
+		return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Version: w.store.Version, Err: fail}
+	case vreshard.Create:
+		if effect && !w.exists && !w.completed && !w.cancelled {
+			w.once("create")
+			w.exists = true
+		}
+		return reply(c.Step, c.Attempt, nil)
+	case vreshard.Status:
+		if !w.exists {
+			return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Err: errWorkflow}
+		}
+		w.statusPolls++
+		copying := w.statusPolls <= w.copyPolls
+		return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Copying: copying, LagMs: 100, Rows: 1000, Err: fail}
+	case vreshard.VDiff:
+		if !w.exists {
+			return vreshard.Diffed{Step: c.Step, Attempt: c.Attempt, Err: errWorkflow}
+		}
+		if _, ok := w.vdiffs[c.UUID]; !ok && effect {
+			w.once("vdiff-create")
+		}
+		if !effect {
+			return vreshard.Diffed{Step: c.Step, Attempt: c.Attempt, Err: fail}
+		}
+		w.vdiffs[c.UUID]++
+		d := vreshard.Diffed{Step: c.Step, Attempt: c.Attempt, Done: w.vdiffs[c.UUID] > 1, Rows: 1000, Err: fail}
+		if d.Done && w.mismatch {
+			d.Mismatch = []string{"corder"}
+		} else if d.Done {
+			w.cleanVDiff = true
+		}
+		return d
+	case vreshard.Switch:
+		if !w.exists {
+			return reply(c.Step, c.Attempt, errWorkflow)
+		}
+		if effect {
+			w.switchTraffic(c)
+		}
+		return reply(c.Step, c.Attempt, nil)
+	case vreshard.Verify:
+		if live := w.primary(); !slices.Equal(names(w.store.Layout), live) {
+			w.violate("the record mirrors the live partition: verifying while the record has %v and vtgate sends writes to %v", names(w.store.Layout), live)
+		}
+		if fail != nil {
+			return reply(c.Step, c.Attempt, nil)
+		}
+		if w.verifyFail || !slices.Equal(w.primary(), c.Shards) {
+			return vreshard.Reply{Step: c.Step, Attempt: c.Attempt, Err: errors.New("vtgate: 3 rows of 1000 missing"), Permanent: true}
+		}
+		w.verified = true
+		return reply(c.Step, c.Attempt, nil)
+	case vreshard.Complete:
+		if effect && w.exists {
+			if !w.writesOn || !w.readsOn {
+				return reply(c.Step, c.Attempt, errors.New("cannot complete: traffic not switched"))
+			}
+			if !w.verified {
+				w.violate("completed before the check through vtgate passed")
+			}
+			w.once("complete")
+			w.exists, w.completed = false, true
+		}
+		return reply(c.Step, c.Attempt, nil)
+	case vreshard.Cancel:
+		if effect && w.exists {
+			if w.writesOn {
+				return reply(c.Step, c.Attempt, errors.New("cannot cancel: writes are switched"))
+			}
+			w.once("cancel")
+			w.exists, w.cancelled, w.readsOn = false, true, false
+		}
+		return reply(c.Step, c.Attempt, nil)
+	}
+	return nil
+}
+
+func (w *world) switchTraffic(c vreshard.Switch) {
+	for _, t := range c.Types {
+		on := &w.readsOn
+		if t == "primary" {
+			on = &w.writesOn
+			if !c.Reverse && !w.cleanVDiff {
+				w.violate("writes switched before a clean VDiff")
+			}
+		}
+		if *on != !c.Reverse {
+			*on = !c.Reverse
+			dir := "forward"
+			if c.Reverse {
+				dir = "reverse"
+			}
+			w.once("switch " + t + " " + dir)
+		}
+	}
+}
+
+func (w *world) write(next *shardmap.Record) {
+	if err := next.Validate(); err != nil {
+		w.violate("invalid record written: %v", err)
+	} else if err := next.ValidateNext(w.store); err != nil {
+		w.violate("record refused by the store: %v", err)
+	}
+	if live := w.primary(); !slices.Equal(names(next.Layout), live) {
+		w.violate("the record mirrors the live partition: wrote %v while vtgate sends writes to %v", names(next.Layout), live)
+	}
+	r := next.Clone()
+	r.Version = w.store.Version + 1
+	w.store = r
+}
+
+// checkEnd holds the end to what the world is.
+func (w *world) checkEnd(d vreshard.Done) {
+	if !slices.Equal(names(w.store.Layout), w.primary()) {
+		w.violate("the record mirrors the live partition: at the end the record has %v, vtgate %v", names(w.store.Layout), w.primary())
+	}
+	if d.Generation != w.store.Generation {
+		w.violate("done at generation %d, the store has %d", d.Generation, w.store.Generation)
+	}
+	switch d.Outcome {
+	case vreshard.Completed:
+		if !w.completed || w.store.Target != nil || w.store.State.Phase != shardmap.Serving {
+			w.violate("completed but the workflow is not (completed=%v) or the record still reshards (%v)", w.completed, w.store.State.Phase)
+		}
+	case vreshard.Cancelled:
+		if w.exists || w.writesOn || w.readsOn || w.store.Target != nil {
+			w.violate("cancelled but the workflow stands (exists=%v writes=%v reads=%v)", w.exists, w.writesOn, w.readsOn)
+		}
+	case vreshard.Reversed:
+		if w.writesOn || w.readsOn || w.store.Target == nil {
+			w.violate("reversed but the target serves (writes=%v reads=%v) or the record lost the target", w.writesOn, w.readsOn)
+		}
+	}
+}
+
+// fixture is keyspace customer unsharded (shard "0") at generation 3, to be split in two.
+func fixture() vreshard.Start {
+	key := shardmap.Key{Column: "customer_id", Type: shardmap.Bigint}
+	r, err := shardmap.NewVindex("customer", key, shardmap.VindexHash, shardmap.Backend{Host: "10.0.4.1", Port: 3306, Database: "vt_customer", Tablet: "zone1-0000000100"})
+	if err != nil {
+		panic(err)
+	}
+	r.Shards[0].Name = "0"
+	v := r.Layout.Scheme.(shardmap.Vindex)
+	v.Ranges = []keyrange.Range{keyrange.MustParse("0")}
+	r.Layout.Scheme = v
+	r.Version, r.Generation = 20, 3
+	return vreshard.Start{Record: r, Workflow: "wf", Cell: "zone1", Source: []string{"0"}, Target: []string{"-80", "80-"},
+		Backends: map[string]shardmap.Backend{
+			"-80": {Host: "10.0.4.2", Port: 3306, Database: "vt_customer", Tablet: "zone1-0000000200"},
+			"80-": {Host: "10.0.4.3", Port: 3306, Database: "vt_customer", Tablet: "zone1-0000000201"},
+		},
+		Options: vreshard.Options{PollEvery: 1000, RetryAfter: 100, Attempts: 2}}
+}
+
+func stepOf(c vreshard.Command) string {
+	switch c := c.(type) {
+	case vreshard.Inspect:
+		return c.Step
+	case vreshard.ReadServing:
+		return c.Step
+	case vreshard.WriteRecord:
+		return c.Step
+	case vreshard.Create:
+		return c.Step
+	case vreshard.Status:
+		return c.Step
+	case vreshard.VDiff:
+		return c.Step
+	case vreshard.Switch:
+		return c.Step
+	case vreshard.Verify:
+		return c.Step
+	case vreshard.Complete:
+		return c.Step
+	case vreshard.Cancel:
+		return c.Step
+	}
+	return ""
+}
