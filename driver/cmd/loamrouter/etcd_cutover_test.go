@@ -23,6 +23,7 @@ import (
 	"loam.dev/router/conformance/etcdtest"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
 )
@@ -179,9 +180,9 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	files := filepath.Join(root, "files")
 	probe := filepath.Join(root, "probe.toml")
 	require.NoError(t, os.WriteFile(probe, []byte(cutoverControllerConfig("probe", "127.0.0.1:1", storeTOML(url), files, 5*time.Second, map[string][2]string{demoDesig: {"127.0.0.1:1", root}})), 0o600))
-	cfg, err := LoadConfig(probe)
+	cfg, err := controller.LoadConfig(probe)
 	require.NoError(t, err)
-	files1, err := renderFiles(rec, &cfg.Databases[0])
+	files1, err := controller.RenderFiles(rec, &cfg.Databases[0])
 	require.NoError(t, err)
 
 	routers := map[string][2]string{}
@@ -264,7 +265,7 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		require.True(t, time.Now().Before(deadline), "the cutover did not end within 5 minutes (phases %v):\n%s", phases, logs())
-		p, _, err := cutoverStatus(ctx, st, ref)
+		p, _, err := controller.CutoverStatus(ctx, st, ref)
 		if err != nil {
 			time.Sleep(100 * time.Millisecond) // etcd electing a leader: read again
 			continue
