@@ -58,6 +58,11 @@ var mutants = []mutant{
 	{"failover", scenario.MutantPushBeforeRecord, "files-only-published", 100},
 	{"failover", scenario.MutantKeepGeneration, "converges", 100},
 	{"failover", scenario.MutantStandbyAsync, "no-lost-ack", 200},
+	// Causal reads (issue 20): the selector that ignores the requirement, the monitor that
+	// stamps a poll late, the selector that never wakes a waiting read.
+	{"causal", scenario.MutantCausalIgnoreRequirement, check.InvCausalRead, 200},
+	{"causal", scenario.MutantCausalSentAtReply, check.InvCausalRead, 1000},
+	{"causal", scenario.MutantCausalNoWake, "converges", 50},
 }
 
 // firstTrip runs seeds from base until one trips want; it returns the result and how many
@@ -137,6 +142,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvT3, ""},
 	{check.InvOneWritable, ""},
 	{check.InvMirrorsVitess, ""},
+	{check.InvCausalRead, ""},
 }
 
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base
