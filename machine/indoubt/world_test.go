@@ -56,6 +56,7 @@ func (w *world) step(in indoubt.Input) {
 				break // sent again until acknowledged: the same decision
 			}
 			w.steps[c.Step] = true
+			w.checkAlert(c)
 			for _, t := range c.Txns {
 				if w.now-t.Prepared < propOpts.Threshold.Milliseconds() {
 					w.violate("alert %s names %s, prepared at %d, younger than the threshold at %d", c.ID, t.Name, t.Prepared, w.now)
@@ -177,6 +178,7 @@ func (w *world) run(steps int) error {
 			w.now += int64(w.c.IntN(3000))
 		}
 	}
+	w.steady()
 	// Everything resolves and every read answers: within two rounds no alert is left.
 	w.txns = map[string]map[string]indoubt.Xact{}
 	if w.shards == nil {
