@@ -30,6 +30,7 @@ var mutants = []mutant{
 	{"push", scenario.MutantNoReconcile, "converges", 500},
 	{"bank", scenario.MutantCommitEarly, "2pc-atomic", 100},
 	{"bank", scenario.MutantAlertsDropped, "indoubt-alerts", 2000},
+	{"bank", scenario.MutantThresholdWrongUnit, check.InvNoEarlyAlert, 300},
 	{"cutover", scenario.MutantSkipFence, "one-side-serves", 100},
 	{"cutover", scenario.MutantSkipFence, "list-append-si", 3000},
 	{"cutover", scenario.MutantUnfencedDestination, "no-lost-ack", 1000},
@@ -143,6 +144,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvOneWritable, ""},
 	{check.InvMirrorsVitess, ""},
 	{check.InvCausalRead, ""},
+	{check.InvNoEarlyAlert, ""},
 }
 
 // TestMutantFigures prints, per mutant, the median number of seeds to trip it over 20 base

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine/indoubt"
 )
 
@@ -13,6 +14,23 @@ import (
 // alert's content agrees with the gids it names, no stuck alert before StuckAfter, and in a
 // steady world every transaction in doubt past its time is alerted, and a shard is alerted
 // unscanned after exactly BlindAfter failed scans (not one before).
+
+// named lists the branches alert c names with when the world prepared each (the world's
+// truth, not the prepare time the alert claims), for check.NoEarlyAlert. A branch resolved
+// since the scan is judged by the time the alert claims.
+func (w *world) named(c indoubt.Alert) []check.AlertedBranch {
+	var out []check.AlertedBranch
+	for _, t := range c.Txns {
+		for _, p := range t.Parts {
+			at := t.Prepared
+			if x, ok := w.txns[p.Shard][p.GID]; ok {
+				at = x.Prepared
+			}
+			out = append(out, check.AlertedBranch{Alert: c.ID, GID: p.GID, Prepared: at, Decided: w.now})
+		}
+	}
+	return out
+}
 
 // checkAlert checks one decision against the gids it names and its reason's timing.
 func (w *world) checkAlert(c indoubt.Alert) {

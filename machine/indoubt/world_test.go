@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
 	"loam.dev/router/machine/machinetest"
@@ -57,10 +58,8 @@ func (w *world) step(in indoubt.Input) {
 			}
 			w.steps[c.Step] = true
 			w.checkAlert(c)
-			for _, t := range c.Txns {
-				if w.now-t.Prepared < propOpts.Threshold.Milliseconds() {
-					w.violate("alert %s names %s, prepared at %d, younger than the threshold at %d", c.ID, t.Name, t.Prepared, w.now)
-				}
+			if v := check.NoEarlyAlert(w.named(c), propOpts.Threshold.Milliseconds()); v != nil {
+				w.violate("%v", v)
 			}
 			if prev, ok := w.decided[c.ID]; ok {
 				prev.Step = c.Step
