@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -249,20 +250,41 @@ func (w *causalRun) commitOn(n uint64) uint64 {
 	return p.lsn
 }
 
+// call is a call from the application with the client's own deadline (callDeadline): done
+// runs once, with the answer or, once the deadline passes, with errCallDeadline (a
+// refusal from a down server on a slow link takes twice the link's delay, which a
+// client's connect timeout does not wait for). A late answer is ignored.
+func (w *causalRun) call(srv *pgServer, what string, flags detsim.CallFlags, handle func(detsim.Reply), done func(any, error)) {
+	settled := false
+	settle := func(v any, err error) {
+		if !settled {
+			settled = true
+			done(v, err)
+		}
+	}
+	w.s.After(callDeadline, detsim.Label{Kind: "deadline", To: srv.name, What: what}, func() { settle(nil, errCallDeadline) })
+	w.s.Net.Call(w.app, srv.id, what, flags, handle, settle)
+}
+
+// callDeadline is the application's and the monitor's deadline for one call, ms.
+const callDeadline = 1000
+
+var errCallDeadline = errors.New("scenario causal: no answer within the client's deadline")
+
 // pollLoop is the monitor's poller of one server: one poll in flight at a time, so samples
-// arrive in send order; a poll that fails or times out is an unknown sample.
+// arrive in send order; a poll that fails or misses its deadline is an unknown sample.
 func (w *causalRun) pollLoop(srv *pgServer, after int64) {
 	w.s.After(after, detsim.Label{Kind: "poll", To: srv.name}, func() {
 		sent := w.s.Now()
-		w.s.Net.Call(w.app, srv.id, "poll", detsim.Idempotent, func(r detsim.Reply) {
+		w.call(srv, "poll", detsim.Idempotent, func(r detsim.Reply) {
 			r(w.position(srv), nil)
 		}, func(v any, err error) {
-			if w.mutant == MutantCausalSentAtReply {
-				sent = w.s.Now()
-			}
 			smp := lsn.Unknown(sent)
 			if err == nil {
 				smp = lsn.Observed(sent, lsn.LSN(v.(uint64)))
+			}
+			if w.mutant == MutantCausalSentAtReply {
+				smp.Sent = w.s.Now()
 			}
 			w.feed(causal.Sampled{Endpoint: srv.ep, Sample: smp})
 			w.pollLoop(srv, w.poll)
@@ -357,7 +379,7 @@ func (w *causalRun) done(sess *causalSession) {
 
 func (w *causalRun) write(sess *causalSession, op causalOp) {
 	p := w.servers[0]
-	w.s.Net.Call(w.app, p.id, "write", 0, func(r detsim.Reply) {
+	w.call(p, "write", 0, func(r detsim.Reply) {
 		r(w.commitOn(uint64(w.s.Between(1, 200))), nil)
 	}, func(v any, err error) {
 		if err == nil {
@@ -395,7 +417,7 @@ func (w *causalRun) try(id uint64, r *causalRead, i int) {
 		w.s.Probe("causal.read.next-endpoint")
 	}
 	srv := w.byEP[r.eps[i]]
-	w.s.Net.Call(w.app, srv.id, "read", detsim.Idempotent, func(rep detsim.Reply) {
+	w.call(srv, "read", detsim.Idempotent, func(rep detsim.Reply) {
 		rep(w.position(srv), nil)
 	}, func(v any, err error) {
 		if err != nil {

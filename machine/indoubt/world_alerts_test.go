@@ -50,8 +50,9 @@ func (w *world) checkAlert(c indoubt.Alert) {
 		}
 	}
 	// An alert has one reason for all its transactions (the first decided), so a stuck
-	// alert may also name younger ones whose coordinator restarted; its oldest must be stuck.
-	if c.Reason == indoubt.ReasonStuck && len(c.Txns) > 0 && w.now-c.Txns[0].Prepared < 2*propOpts.Threshold.Milliseconds() {
+	// alert may also name younger ones whose coordinator restarted; its oldest must be stuck
+	// when it is first raised (a raised alert keeps its reason while the roster is stale).
+	if _, raised := w.decided[c.ID]; !raised && c.Reason == indoubt.ReasonStuck && len(c.Txns) > 0 && w.now-c.Txns[0].Prepared < 2*propOpts.Threshold.Milliseconds() {
 		w.violate("alert %s says %s is stuck at %d, prepared at %d: before StuckAfter (twice the threshold)", c.ID, c.Txns[0].Name, w.now, c.Txns[0].Prepared)
 	}
 }
@@ -82,6 +83,28 @@ func (w *world) steady() {
 		c := w.out[0]
 		w.out = w.out[1:]
 		w.step(w.reply(c, false))
+	}
+	// Two reliable rounds: every branch past its threshold whose coordinator is gone (or
+	// that is not PgDog's) is alerted by then, by its prepare time, not by when the
+	// monitor first saw it.
+	w.round(nil)
+	w.round(nil)
+	for _, sh := range w.shards {
+		for gid, x := range w.txns[sh] {
+			if w.now-x.Prepared < propOpts.Threshold.Milliseconds() {
+				continue
+			}
+			id := "foreign/" + sh
+			if g, err := indoubt.ParseGID(gid, propOpts.Deployment); err == nil {
+				if _, live := w.procs[g.Instance]; live {
+					continue
+				}
+				id = "coordinator/" + g.Instance
+			}
+			if _, ok := w.decided[id]; !ok {
+				w.violate("%s on %s, prepared at %d, not alerted (%s) at %d after two reliable rounds", gid, sh, x.Prepared, id, w.now)
+			}
+		}
 	}
 	stuck := 2 * propOpts.Threshold.Milliseconds()
 	start := w.now

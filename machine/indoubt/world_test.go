@@ -32,6 +32,7 @@ type world struct {
 	out     []indoubt.Command                  // reads and deliveries in flight
 	steps   map[string]bool                    // every step issued so far
 	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
+	used    map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
 	errs    []error
 }
 
@@ -128,6 +129,13 @@ func (w *world) prepare() {
 				w.txns[s] = map[string]indoubt.Xact{}
 			}
 			g := fmt.Sprintf("%s_%d", gid, i)
+			if w.used[g] {
+				continue
+			}
+			if w.used == nil {
+				w.used = map[string]bool{}
+			}
+			w.used[g] = true
 			w.txns[s][g] = indoubt.Xact{GID: g, Prepared: w.now - int64(w.c.IntN(10_000))}
 		}
 	}
