@@ -77,6 +77,12 @@ var Catalogue = []Point{
 	{Name: "pod.restart", Nemesis: true, Base: 0.05, Where: "scenario fencing via nemesis",
 		What: "a pod's process dies and restarts after a random time at the version its deployment runs; the leases it held live until they expire, and requests it had not yet delivered die with its connection"},
 
+	// Streaming replicas read through the causal selector (scenario causal; issue 20).
+	{Name: "replica.stall", Nemesis: true, Base: 0.05, Where: "scenario causal via nemesis",
+		What: "a replica stops replaying WAL for 1 to 10 s (a long query holding replay, a recovery conflict); it keeps answering polls and reads at its old position"},
+	{Name: "replica.lag", Nemesis: true, Base: 0.05, Where: "scenario causal via nemesis",
+		What: "a replica falls 1 to 5 s behind the primary for a random time (heavy writes, a slow disk), then catches up"},
+
 	// The controller (the daemon running the machines; scenario executors).
 	{Name: "ctl.restart", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller restarts: each machine is restored from its last snapshot and fed Restarted; replies in flight are lost"},

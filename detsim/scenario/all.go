@@ -44,7 +44,7 @@ import "loam.dev/router/detsim"
 // All lists every scenario.
 func All() []detsim.Scenario {
 	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover,
-		VReshard}
+		VReshard, Causal}
 }
 
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;

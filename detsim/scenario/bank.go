@@ -27,7 +27,7 @@ var Bank = detsim.Scenario{
 	Probes: []string{"fault:coord.crash.after_prepare", "fault:coord.crash.after_decision", "fault:coord.wal.lost",
 		"fault:pgdog.crash", "fault:backend.restart", "fault:ctl.restart", "fault:clock.jump", "model.2pc.recovery",
 		"indoubt.alert.gone", "indoubt.alert.restarted", "indoubt.clear", "CrossShardCommit.MonitorRestart"},
-	Mutants:     append([]string{MutantAckEarly, MutantCommitEarly, MutantAlertsDropped}, indoubtMutants...),
+	Mutants:     append([]string{MutantAckEarly, MutantCommitEarly, MutantAlertsDropped, MutantThresholdWrongUnit}, indoubtMutants...),
 	World:       bankWorld,
 	Tiny:        bankTiny,
 	TinyPoints:  []string{"coord.crash.after_prepare", "coord.crash.after_decision", "coord.wal.lost", "backend.restart"},
@@ -41,6 +41,10 @@ const (
 	// MutantAlertsDropped is an alert sink that acknowledges alerts and loses them. It
 	// trips "indoubt-alerts".
 	MutantAlertsDropped = "alerts-dropped"
+	// MutantThresholdWrongUnit configures the monitor's threshold in the wrong unit (the
+	// seconds count as a time.Duration, nanoseconds): it alerts every branch it sees. It trips
+	// "indoubt-no-early-alert" (issue 20: the simulator had no checker for false alarms).
+	MutantThresholdWrongUnit = "indoubt-threshold-wrong-unit"
 )
 
 func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
@@ -60,13 +64,20 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	}
 	opts.StuckAfter = 2 * opts.Threshold // the default, named: the alert check's bound needs it
 	d := newController(f)
-	m := hostMonitor(d, opts, shardsByName(f, rec))
+	mopts := opts
+	if mutant == MutantThresholdWrongUnit {
+		mopts.Threshold = time.Duration(opts.Threshold / time.Second) // the seconds, as nanoseconds
+	}
+	m := hostMonitor(d, mopts, shardsByName(f, rec))
 	m.dropAlerts = mutant == MutantAlertsDropped
 	m.track()
 	n := s.Param("ops", 10+s.Intn(31))
 	s.SetWorkload(n, transferOps(s, f, n))
 	quiet := ms64(opts.StuckAfter) + 3*ms64(opts.Period) + 4*s.Options().Net.CallTimeout + 10_000
 	if v := f.runToEnd(quiet, 300_000); v != nil {
+		return v
+	}
+	if v := check.NoEarlyAlert(m.named, ms64(opts.Threshold)); v != nil {
 		return v
 	}
 	coords := make([]*model.Coordinator, len(f.routers))

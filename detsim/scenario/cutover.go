@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math"
 	"strconv"
 
 	"loam.dev/router/adapters"
@@ -39,7 +40,9 @@ var Cutover = detsim.Scenario{
 		"cutover.finalized", "cutover.rolled_back", "cutover.reversed", "Cutover.Rollback", "Cutover.Reverse",
 		"Cutover.Restart", "Cutover.Resolve", "model.cutover.rollback", "rolled_back.after_swap", "cutover.check.restarted"},
 	Mutants: []string{MutantSkipFence, MutantUnfencedDestination, MutantPublishBeforeCutover, MutantResumeBeforePublish,
-		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence},
+		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence,
+		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
+		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold},
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny,
 	TinyPoints:  []string{"pgdog.cutover.crash", "backend.restart", "store.cas.conflict"},
@@ -81,16 +84,34 @@ const (
 	// MutantLeakyFence is a backend whose fence checks after writing: a refused
 	// transaction is applied all the same. It trips "no-phantom".
 	MutantLeakyFence = "backend-leaky-fence"
+
+	// The protections issue 20 asks a necessity world for (see TestMutants).
+	MutantRetryReusesStep           = "cutover-retry-reuses-step"
+	MutantSkipDesignatedReload      = "cutover-skip-designated-reload"
+	MutantOpenDestinationOnRollback = "cutover-open-destination-on-rollback"
+	MutantSkipFinalReload           = "cutover-skip-final-reload"
+	MutantSkipCheck                 = "cutover-skip-check"
+	// MutantNoGrace finalizes with no grace period (Options.Grace of 1 ms): the fence on
+	// the retired shards clears as soon as the reverse stream stops.
+	MutantNoGrace = "cutover-no-grace"
+	// MutantNoLagThreshold pauses at any lag (Options.LagThreshold at its maximum): the
+	// catch-up gate is gone.
+	MutantNoLagThreshold = "cutover-no-lag-threshold"
 )
 
 func cutoverMutants(mutant string) cutover.Mutants {
 	return cutover.Mutants{
-		SkipFence:               mutant == MutantSkipFence,
-		PublishBeforeCutover:    mutant == MutantPublishBeforeCutover,
-		ResumeBeforePublish:     mutant == MutantResumeBeforePublish,
-		FilesBeforePublish:      mutant == MutantFilesBeforePublish,
-		ReverseReusesGeneration: mutant == MutantReverseReusesGeneration,
-		UnfencedDestination:     mutant == MutantUnfencedDestination,
+		SkipFence:                 mutant == MutantSkipFence,
+		PublishBeforeCutover:      mutant == MutantPublishBeforeCutover,
+		ResumeBeforePublish:       mutant == MutantResumeBeforePublish,
+		FilesBeforePublish:        mutant == MutantFilesBeforePublish,
+		ReverseReusesGeneration:   mutant == MutantReverseReusesGeneration,
+		UnfencedDestination:       mutant == MutantUnfencedDestination,
+		RetryReusesStep:           mutant == MutantRetryReusesStep,
+		SkipDesignatedReload:      mutant == MutantSkipDesignatedReload,
+		OpenDestinationOnRollback: mutant == MutantOpenDestinationOnRollback,
+		SkipFinalReload:           mutant == MutantSkipFinalReload,
+		SkipCheck:                 mutant == MutantSkipCheck,
 	}
 }
 
@@ -314,6 +335,12 @@ func cutoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Attempts:        s.Param("attempts", 2+s.Intn(3)),
 		Grace:           int64(s.Param("grace_ms", []int{500, 5000}[s.Intn(2)])),
 		Mutants:         cutoverMutants(mutant),
+	}
+	switch mutant {
+	case MutantNoGrace:
+		opts.Grace = 1
+	case MutantNoLagThreshold:
+		opts.LagThreshold = math.MaxInt64
 	}
 	decision := s.Param("decision", s.Intn(3)) // 0: the machine finalizes on its own; 1: the operator finalizes; 2: the operator reverses
 	if decision == 0 {

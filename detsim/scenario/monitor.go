@@ -7,6 +7,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
@@ -27,6 +28,9 @@ type monitor struct {
 	alerts []sinkAlert
 	// dropAlerts is the mutant sink that acknowledges alerts and drops them.
 	dropAlerts bool
+	// named is every branch an alert sent named, with its true prepare time, for
+	// check.NoEarlyAlert.
+	named []check.AlertedBranch
 }
 
 type sinkAlert struct {
@@ -116,6 +120,11 @@ func (m *monitor) exec(cmd indoubt.Command) {
 		for _, t := range c.Txns {
 			for _, p := range t.Parts {
 				a.GIDs = append(a.GIDs, p.GID)
+				if b, ok := m.shards[p.Shard]; ok {
+					if pt, ok := b.PreparedTxns()[p.GID]; ok {
+						m.named = append(m.named, check.AlertedBranch{Alert: c.ID, GID: p.GID, Prepared: pt.At, Decided: m.d.ctl.Now()})
+					}
+				}
 			}
 		}
 		s.Net.Call(ctl, m.sink, "alert "+c.ID, detsim.Idempotent,

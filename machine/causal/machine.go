@@ -36,6 +36,17 @@ type Config struct {
 	// Window is the LSN history window in milliseconds (pgsql-monitor_lsn_history); 0 means
 	// lsn.DefaultWindow.
 	Window int64
+	// Mutants break the machine on purpose, for the simulator's checkers to show they catch
+	// it (detsim's causal scenario); never set them outside tests.
+	Mutants Mutants
+}
+
+// Mutants are deliberate bugs of the machine, each tripping a named invariant in a test.
+type Mutants struct {
+	// IgnoreRequirement routes a causal request to every member, reached or not.
+	IgnoreRequirement bool
+	// NoWake never wakes a waiting request on a sample: it waits to its deadline.
+	NoWake bool
 }
 
 type record struct {
@@ -92,7 +103,18 @@ func New(cfg Config) *Machine {
 		hist:   lsn.NewHistories(cfg.Window),
 		groups: map[int][]lsn.Endpoint{},
 		fronts: map[string]map[int]record{},
+		mutant: cfg.Mutants.mutant(),
 	}
+}
+
+func (ms Mutants) mutant() mutant {
+	switch {
+	case ms.IgnoreRequirement:
+		return mutantIgnoreRequirement
+	case ms.NoWake:
+		return mutantNoWake
+	}
+	return mutantNone
 }
 
 // On consumes one input and returns the commands to execute, in order.

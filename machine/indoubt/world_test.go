@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
 	"loam.dev/router/machine/machinetest"
@@ -31,6 +32,7 @@ type world struct {
 	out     []indoubt.Command                  // reads and deliveries in flight
 	steps   map[string]bool                    // every step issued so far
 	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
+	used    map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
 	errs    []error
 }
 
@@ -56,10 +58,9 @@ func (w *world) step(in indoubt.Input) {
 				break // sent again until acknowledged: the same decision
 			}
 			w.steps[c.Step] = true
-			for _, t := range c.Txns {
-				if w.now-t.Prepared < propOpts.Threshold.Milliseconds() {
-					w.violate("alert %s names %s, prepared at %d, younger than the threshold at %d", c.ID, t.Name, t.Prepared, w.now)
-				}
+			w.checkAlert(c)
+			if v := check.NoEarlyAlert(w.named(c), propOpts.Threshold.Milliseconds()); v != nil {
+				w.violate("%v", v)
 			}
 			if prev, ok := w.decided[c.ID]; ok {
 				prev.Step = c.Step
@@ -128,6 +129,13 @@ func (w *world) prepare() {
 				w.txns[s] = map[string]indoubt.Xact{}
 			}
 			g := fmt.Sprintf("%s_%d", gid, i)
+			if w.used[g] {
+				continue
+			}
+			if w.used == nil {
+				w.used = map[string]bool{}
+			}
+			w.used[g] = true
 			w.txns[s][g] = indoubt.Xact{GID: g, Prepared: w.now - int64(w.c.IntN(10_000))}
 		}
 	}
@@ -177,6 +185,7 @@ func (w *world) run(steps int) error {
 			w.now += int64(w.c.IntN(3000))
 		}
 	}
+	w.steady()
 	// Everything resolves and every read answers: within two rounds no alert is left.
 	w.txns = map[string]map[string]indoubt.Xact{}
 	if w.shards == nil {

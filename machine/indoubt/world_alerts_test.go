@@ -1,0 +1,159 @@
+package indoubt_test
+
+import (
+	"maps"
+	"slices"
+
+	"loam.dev/router/detsim/check"
+	"loam.dev/router/machine/indoubt"
+)
+
+// The checks below were added when make mutate showed that the world's other checks (no
+// alert younger than the threshold, none decided twice, all cleared at the end) let a
+// monitor through that alerts too little, too late or with the wrong content: every
+// alert's content agrees with the gids it names, no stuck alert before StuckAfter, and in a
+// steady world every transaction in doubt past its time is alerted, and a shard is alerted
+// unscanned after exactly BlindAfter failed scans (not one before).
+
+// named lists the branches alert c names with when the world prepared each (the world's
+// truth, not the prepare time the alert claims), for check.NoEarlyAlert. A branch resolved
+// since the scan is judged by the time the alert claims.
+func (w *world) named(c indoubt.Alert) []check.AlertedBranch {
+	var out []check.AlertedBranch
+	for _, t := range c.Txns {
+		for _, p := range t.Parts {
+			at := t.Prepared
+			if x, ok := w.txns[p.Shard][p.GID]; ok {
+				at = x.Prepared
+			}
+			out = append(out, check.AlertedBranch{Alert: c.ID, GID: p.GID, Prepared: at, Decided: w.now})
+		}
+	}
+	return out
+}
+
+// checkAlert checks one decision against the gids it names and its reason's timing.
+func (w *world) checkAlert(c indoubt.Alert) {
+	for _, t := range c.Txns {
+		for _, p := range t.Parts {
+			g, err := indoubt.ParseGID(p.GID, propOpts.Deployment)
+			switch {
+			case c.Reason == indoubt.ReasonForeign:
+				if err == nil || t.Name != p.GID || c.ID != "foreign/"+p.Shard {
+					w.violate("alert %s (foreign) names %s on %s as %s", c.ID, p.GID, p.Shard, t.Name)
+				}
+			case err != nil:
+				w.violate("alert %s (%s) names %s, which is not one of PgDog's gids: %v", c.ID, c.Reason, p.GID, err)
+			case g.Txn != t.Name || g.Instance != c.Instance || c.ID != "coordinator/"+g.Instance:
+				w.violate("alert %s (%s) groups %s under transaction %s of instance %s", c.ID, c.Reason, p.GID, t.Name, c.Instance)
+			}
+		}
+	}
+	// An alert has one reason for all its transactions (the first decided), so a stuck
+	// alert may also name younger ones whose coordinator restarted; its oldest must be stuck
+	// when it is first raised (a raised alert keeps its reason while the roster is stale).
+	if _, raised := w.decided[c.ID]; !raised && c.Reason == indoubt.ReasonStuck && len(c.Txns) > 0 && w.now-c.Txns[0].Prepared < 2*propOpts.Threshold.Milliseconds() {
+		w.violate("alert %s says %s is stuck at %d, prepared at %d: before StuckAfter (twice the threshold)", c.ID, c.Txns[0].Name, w.now, c.Txns[0].Prepared)
+	}
+}
+
+// round fires the round timer and answers every read and delivery, failing the scans of
+// the shards in fail.
+func (w *world) round(fail map[string]bool) {
+	w.now, w.timer = max(w.now, w.timer), 0
+	w.step(indoubt.TimerFired{ID: indoubt.RoundTimer})
+	for len(w.out) > 0 {
+		c := w.out[0]
+		w.out = w.out[1:]
+		lp, ok := c.(indoubt.ListPrepared)
+		w.step(w.reply(c, ok && fail[lp.Shard]))
+	}
+}
+
+// steady holds the world still (every read answers, nobody prepares, dies or restarts)
+// until every transaction is older than StuckAfter, and requires exactly the alerts the
+// world calls for; then fails one shard's scans and requires the unscanned alert on the
+// BlindAfter-th failure and not before.
+func (w *world) steady() {
+	if w.shards == nil {
+		w.shards = allShards
+		w.step(indoubt.Track{Shards: w.shards})
+	}
+	for len(w.out) > 0 { // what was in flight answers
+		c := w.out[0]
+		w.out = w.out[1:]
+		w.step(w.reply(c, false))
+	}
+	// Two reliable rounds: every branch past its threshold whose coordinator is gone (or
+	// that is not PgDog's) is alerted by then, by its prepare time, not by when the
+	// monitor first saw it.
+	w.round(nil)
+	w.round(nil)
+	for _, sh := range w.shards {
+		for gid, x := range w.txns[sh] {
+			if w.now-x.Prepared < propOpts.Threshold.Milliseconds() {
+				continue
+			}
+			id := "foreign/" + sh
+			if g, err := indoubt.ParseGID(gid, propOpts.Deployment); err == nil {
+				if _, live := w.procs[g.Instance]; live {
+					continue
+				}
+				id = "coordinator/" + g.Instance
+			}
+			if _, ok := w.decided[id]; !ok {
+				w.violate("%s on %s, prepared at %d, not alerted (%s) at %d after two reliable rounds", gid, sh, x.Prepared, id, w.now)
+			}
+		}
+	}
+	stuck := 2 * propOpts.Threshold.Milliseconds()
+	start := w.now
+	for w.now < start+stuck+2*propOpts.Period.Milliseconds() || w.timer == 0 {
+		w.round(nil)
+		if w.timer == 0 {
+			w.violate("the monitor set no round timer")
+			return
+		}
+	}
+	want := map[string]indoubt.Reason{}
+	for _, sh := range w.shards {
+		for gid := range w.txns[sh] {
+			g, err := indoubt.ParseGID(gid, propOpts.Deployment)
+			if err != nil {
+				want["foreign/"+sh] = indoubt.ReasonForeign
+				continue
+			}
+			if _, live := w.procs[g.Instance]; !live {
+				want["coordinator/"+g.Instance] = indoubt.ReasonGone
+			} else if _, ok := want["coordinator/"+g.Instance]; !ok {
+				want["coordinator/"+g.Instance] = "" // restarted or stuck, by the transaction's age
+			}
+		}
+	}
+	got := slices.Sorted(maps.Keys(w.decided))
+	if wantIDs := slices.Sorted(maps.Keys(want)); !slices.Equal(got, wantIDs) {
+		w.violate("steady world at %d: alerts %v, want %v", w.now, got, wantIDs)
+	}
+	for id, r := range want {
+		if a, ok := w.decided[id]; ok && r != "" && a.Reason != r {
+			w.violate("steady world: alert %s says %s, want %s", id, a.Reason, r)
+		}
+	}
+	// One shard's scans fail: unscanned on the BlindAfter-th failure, not before.
+	sh := w.shards[0]
+	id := "unscanned/" + sh
+	for i := 1; i <= propOpts.BlindAfter; i++ {
+		w.round(map[string]bool{sh: true})
+		_, raised := w.decided[id]
+		if i < propOpts.BlindAfter && raised {
+			w.violate("%s raised after %d failed scans, BlindAfter is %d", id, i, propOpts.BlindAfter)
+		}
+		if i == propOpts.BlindAfter && !raised {
+			w.violate("%s not raised after %d failed scans (BlindAfter)", id, i)
+		}
+	}
+	w.round(nil)
+	if _, raised := w.decided[id]; raised {
+		w.violate("%s still raised after a scan succeeded", id)
+	}
+}
