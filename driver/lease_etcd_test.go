@@ -38,9 +38,11 @@ func TestLeaseOnEtcdFencesInTheStore(t *testing.T) {
 	}
 	sa, sb := open(), open()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := driver.NewLease(sa, driver.LeaseOptions{Holder: "a", TTL: 3 * time.Second, Logger: log})
+	// A long TTL: the holder must not see its tenure end by a late renewal on a loaded
+	// machine before the test deletes the key, so only etcd can refuse its writes.
+	a, err := driver.NewLease(sa, driver.LeaseOptions{Holder: "a", TTL: 30 * time.Second, Logger: log})
 	require.NoError(t, err)
-	b, err := driver.NewLease(sb, driver.LeaseOptions{Holder: "b", TTL: 3 * time.Second, Logger: log})
+	b, err := driver.NewLease(sb, driver.LeaseOptions{Holder: "b", TTL: 30 * time.Second, Logger: log})
 	require.NoError(t, err)
 	require.True(t, a.Native(), "an etcd store keeps the lease itself")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
