@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/vreshard"
 )
+
+var reshardRuns atomic.Int32
 
 // crashing wraps the executor: once after the command crashAfter names has been executed,
 // it cancels the run, so the run dies with that command done and its answer unsaved; and
@@ -73,7 +76,7 @@ func (c *crashing) Execute(ctx context.Context, cmd vreshard.Command) (vreshard.
 // locates there; lost = 0.
 func TestRealReshard(t *testing.T) {
 	c := vt.Get(t)
-	const ks = "rs"
+	ks := "rs" + strconv.Itoa(int(reshardRuns.Add(1))) // a keyspace per run: -count=N shares the cluster
 	c.CreateKeyspace(t, ks)
 	src := c.AddShards(t, ks, "0")[0]
 	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)", ks)
