@@ -80,7 +80,9 @@ func TestVReshardExecutorIdempotent(t *testing.T) {
 	in, _ = e.Execute(ctx, vreshard.Complete{Step: "k", Attempt: 1})
 	require.NoError(t, in.(vreshard.Reply).Err, "a workflow gone after a complete is done")
 
-	e.Verify = func(context.Context, string, []string) error { return fmt.Errorf("%w: 3 rows missing", driver.ErrVerifyFailed) }
+	e.Verify = func(context.Context, string, []string) error {
+		return fmt.Errorf("%w: 3 rows missing", driver.ErrVerifyFailed)
+	}
 	in, _ = e.Execute(ctx, vreshard.Verify{Step: "v", Attempt: 1})
 	require.True(t, in.(vreshard.Reply).Permanent)
 	e.Verify = func(context.Context, string, []string) error { return errors.New("vtgate: connection refused") }

@@ -117,7 +117,11 @@ func (c *Client) TabletExternallyReparented(ctx context.Context, keyspace, shard
 	// checking here, on every call, is what keeps such a half-done call from passing for
 	// done when it is retried.
 	if err := c.writable(ctx, pb); err != nil {
-		return fail("ExecuteFetchAsDBA", err, "finish the promotion outside Vitess first: make "+alias.String()+"'s MySQL writable (SET GLOBAL read_only = 0), then retry; vttablet serves as primary once it is")
+		fix := "" // vtctld could not ask the tablet: what its code suggests
+		if errors.Is(err, adapters.ErrNotWritable) {
+			fix = "nothing was reparented; finish the promotion outside Vitess first: make " + alias.String() + "'s MySQL writable (SET GLOBAL read_only = 0), then retry"
+		}
+		return fail("ExecuteFetchAsDBA", err, fix)
 	}
 	var resp reparentResponse
 	if err := c.invoke(ctx, "TabletExternallyReparented", reparentRequest{tablet: pb}, &resp); err != nil {

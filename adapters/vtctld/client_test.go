@@ -127,9 +127,10 @@ func TestRealReparentWrongShard(t *testing.T) {
 	require.Contains(t, ve.Fix, "tablet alias")
 }
 
-// TestRealReparentTabletDown: the promoted tablet's vttablet is down, so vtctld cannot
-// change its type: the error keeps vtctld's gRPC code, names the RPC, keyspace, shard and
-// tablet, and the tablet stays a REPLICA in the topology.
+// TestRealReparentTabletDown: the promoted tablet's vttablet is down, so vtctld can
+// neither read its MySQL's read_only (the writability check, ExecuteFetchAsDBA, fails
+// first, and vtctld is not told) nor change its type: the error keeps vtctld's gRPC code,
+// names the RPC, keyspace, shard and tablet, and the tablet stays a REPLICA in the topology.
 func TestRealReparentTabletDown(t *testing.T) {
 	c := vt.Get(t)
 	c.CreateKeyspace(t, "down")
@@ -138,9 +139,9 @@ func TestRealReparentTabletDown(t *testing.T) {
 	cl := dial(t, vtctld.Config{Addr: c.VtctldAddr, Timeout: time.Minute})
 	_, err := cl.TabletExternallyReparented(context.Background(), "down", "0", tb.Alias)
 	ve := vitessErr(t, err)
-	require.Equal(t, "TabletExternallyReparented", ve.Op)
+	require.Equal(t, "ExecuteFetchAsDBA", ve.Op)
 	require.NotEmpty(t, ve.Code)
-	require.Regexp(t, `^vtctld 127\.0\.0\.1:\d+ TabletExternallyReparented keyspace=down shard=0 tablet=`+tb.Alias+` \[\w+\]: .+ \(.+\)$`, err.Error())
+	require.Regexp(t, `^vtctld 127\.0\.0\.1:\d+ ExecuteFetchAsDBA keyspace=down shard=0 tablet=`+tb.Alias+` \[\w+\]: .+ \(.+\)$`, err.Error())
 	require.Equal(t, "REPLICA", tabletType(t, c, tb.Alias))
 }
 

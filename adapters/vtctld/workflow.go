@@ -16,13 +16,15 @@ var _ adapters.VitessWorkflows = (*Client)(nil)
 
 var allTypes = []int32{int32(adapters.TabletPrimary), int32(adapters.TabletReplica), int32(adapters.TabletRdonly)}
 
-// call invokes method under the client's timeout and wraps its error.
+// call invokes method under the client's timeout and wraps its error. vtctld answers a
+// workflow or VDiff it does not know with code Unknown and words (v0.24.4: "... not found",
+// "no streams found", "no vdiff found for UUID ..."): those match adapters.ErrNotFound.
 func (c *Client) call(ctx context.Context, method, keyspace, shard string, req message, resp reply) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.invoke(ctx, method, req, resp); err != nil {
 		e := c.error(method, keyspace, shard, "", err, "")
-		if ve, ok := e.(*adapters.VitessError); ok && ve.Code != "" && (strings.Contains(ve.Err.Error(), "not found") || strings.Contains(ve.Err.Error(), "no streams found")) && !strings.Contains(ve.Err.Error(), adapters.ErrNotFound.Error()) {
+		if ve, ok := e.(*adapters.VitessError); ok && ve.Code != "" && (strings.Contains(ve.Err.Error(), "not found") || strings.Contains(ve.Err.Error(), "no streams found") || strings.Contains(ve.Err.Error(), "no vdiff found")) && !strings.Contains(ve.Err.Error(), adapters.ErrNotFound.Error()) {
 			ve.Err = fmt.Errorf("%w: %s", adapters.ErrNotFound, ve.Err.Error())
 		}
 		return e

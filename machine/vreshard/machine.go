@@ -395,7 +395,12 @@ func (m *Machine) answer(ctx *machine.Ctx, in Input) {
 				m.fail(ctx, ActMirror, reason)
 				return
 			}
-			m.s.Rebases++
+			// Only a write that changed routing counts towards the bound: one that kept the
+			// generation and phase (another controller's identical mirror, a field an
+			// operator edited) is simply written over.
+			if in.Conflict.Generation != m.s.Rec.Generation || in.Conflict.State != m.s.Rec.State {
+				m.s.Rebases++
+			}
 			m.s.Rec = in.Conflict.Clone()
 			if next == nil { // our own write whose answer was lost, or the same one
 				m.mirrored(ctx, m.s.Rec.Version, false)

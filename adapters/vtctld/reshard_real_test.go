@@ -1,0 +1,270 @@
+package vtctld_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/memstore"
+	"loam.dev/router/adapters/vtctld"
+	"loam.dev/router/conformance/vitesstest"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/keyrange"
+	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/vreshard"
+)
+
+var reshardRuns atomic.Int32
+
+// crashing wraps the executor: once after the command crashAfter names has been executed,
+// it cancels the run, so the run dies with that command done and its answer unsaved; and
+// it times the steps.
+type crashing struct {
+	next       *driver.VReshardExecutor
+	crashAfter func(vreshard.Command) bool
+	crash      context.CancelFunc
+	mu         sync.Mutex
+	crashed    bool
+	at         map[string]time.Time // first time each kind of command was executed
+	copyDone   time.Time
+	switched   [2]time.Time // the primary Switch's start and end
+}
+
+func (c *crashing) Execute(ctx context.Context, cmd vreshard.Command) (vreshard.Input, bool) {
+	start := time.Now()
+	in, ok := c.next.Execute(ctx, cmd)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := fmt.Sprintf("%T", cmd)
+	if _, seen := c.at[k]; !seen {
+		c.at[k] = start
+	}
+	if p, isP := in.(vreshard.Progress); isP && p.Err == nil && !p.Copying && c.copyDone.IsZero() {
+		c.copyDone = time.Now()
+	}
+	if s, isS := cmd.(vreshard.Switch); isS && slices.Contains(s.Types, "primary") && !s.Reverse {
+		if r, _ := in.(vreshard.Reply); r.Err == nil && c.switched[1].IsZero() {
+			c.switched = [2]time.Time{start, time.Now()}
+		}
+	}
+	if !c.crashed && c.crashAfter(cmd) {
+		c.crashed = true
+		c.crash()
+	}
+	return in, ok
+}
+
+// TestRealReshard drives machine/vreshard through driver.Run against a real Vitess: keyspace
+// rs, one shard 0 with rows, resharded to -80 and 80- while a writer inserts through vtgate
+// all along. The controller is killed once, right after the switch of the reads took effect
+// and before its answer was saved; a new run resumes from the snapshot. Checked: the run
+// ends Completed; the record mirrors the serving partition (-80, 80-, no target); every
+// acknowledged row is on exactly the shard the record locates it to, and on no other
+// (locate agrees with where vtgate and VReplication put real rows); per shard, the row
+// count and a CRC32 checksum of the rows equal those of the acknowledged rows the record
+// locates there; lost = 0.
+func TestRealReshard(t *testing.T) {
+	c := vt.Get(t)
+	ks := "rs" + strconv.Itoa(int(reshardRuns.Add(1))) // a keyspace per run: -count=N shares the cluster
+	c.CreateKeyspace(t, ks)
+	src := c.AddShards(t, ks, "0")[0]
+	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)", ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", `{"sharded": true, "vindexes": {"hash": {"type": "hash"}}, "tables": {"t": {"column_vindexes": [{"column": "id", "name": "hash"}]}}}`, ks)
+	// The target shards exist (not serving) before vtgate starts, as in a deployment
+	// where vtgate has been running: a vtgate started earlier finds tablets it did not see
+	// only at its next topology refresh (--tablet-refresh-interval, 1 min), which is a
+	// write pause of the test's making, not of the switch.
+	tgt := c.AddShards(t, ks, "-80", "80-")
+	g := c.StartVtgate(t, ks)
+	db, err := sql.Open("mysql", g.DSN(ks))
+	require.NoError(t, err)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	var ackTimes []time.Time
+	insert := func(id int64) error {
+		v := "v" + strconv.FormatInt(id*7919, 36)
+		ictx, icancel := context.WithTimeout(ctx, time.Minute)
+		defer icancel()
+		_, err := db.ExecContext(ictx, "INSERT INTO t (id, v) VALUES (?, ?)", id, v)
+		if err == nil {
+			mu.Lock()
+			acked[id] = v
+			ackTimes = append(ackTimes, time.Now())
+			mu.Unlock()
+		}
+		return err
+	}
+	const preload = 3000
+	for id := int64(1); id <= preload; id++ {
+		require.NoError(t, insert(id))
+	}
+
+	// The writer: inserts through vtgate until stopped; a refused insert is not acknowledged.
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	refused := 0
+	writer.Add(1)
+	go func() {
+		defer writer.Done()
+		for id := int64(preload + 1); ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if insert(id) != nil {
+				refused++
+			}
+		}
+	}()
+
+	rec, err := shardmap.NewVindex(ks, shardmap.Key{Column: "id", Type: shardmap.Bigint}, shardmap.VindexHash,
+		shardmap.Backend{Host: "127.0.0.1", Port: uint16(src.MySQLPort), Database: src.DBName(), Tablet: src.Alias})
+	require.NoError(t, err)
+	rec.Shards[0].Name = "0"
+	v := rec.Layout.Scheme.(shardmap.Vindex)
+	v.Ranges = []keyrange.Range{keyrange.MustParse("0")}
+	rec.Layout.Scheme = v
+	store := memstore.New()
+	ref := adapters.DBRef{Namespace: "test", Database: ks}
+	_, err = store.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+	rec, err = store.Read(ctx, ref)
+	require.NoError(t, err)
+
+	cl := dial(t, vtctld.Config{Addr: c.VtctldAddr, Timeout: 2 * time.Minute})
+	byShard := map[string]*vitesstest.Tablet{"-80": tgt[0], "80-": tgt[1]}
+	// verify: every row on a target shard is one the stored record locates there, and
+	// vtgate serves at least every row acknowledged before the check began.
+	verify := func(ctx context.Context, keyspace string, shards []string) error {
+		mu.Lock()
+		want := len(acked)
+		mu.Unlock()
+		cur, err := store.Read(ctx, ref)
+		if err != nil {
+			return err
+		}
+		for _, sh := range shards {
+			for _, id := range byShard[sh].Ints(t, "SELECT id FROM t") {
+				loc, err := cur.Layout.Locate(strconv.FormatInt(id, 10))
+				if err != nil {
+					return err
+				}
+				if loc.Name != sh {
+					return fmt.Errorf("%w: row %d is on %s, the record locates it on %s", driver.ErrVerifyFailed, id, sh, loc.Name)
+				}
+			}
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n); err != nil {
+			return err
+		}
+		if n < want {
+			return fmt.Errorf("%w: vtgate serves %d rows, %d were acknowledged", driver.ErrVerifyFailed, n, want)
+		}
+		return nil
+	}
+	var done vreshard.Done
+	exec := &driver.VReshardExecutor{DB: ref, Store: store, Workflows: cl, Control: cl, Verify: verify,
+		OnDone: func(d vreshard.Done) { done = d }}
+	blobs := memstore.New()
+	runCtx, crash := context.WithCancel(ctx)
+	wrap := &crashing{next: exec, crash: crash, at: map[string]time.Time{}, crashAfter: func(c vreshard.Command) bool {
+		s, ok := c.(vreshard.Switch)
+		return ok && !s.Reverse && !slices.Contains(s.Types, "primary")
+	}}
+	start := vreshard.Start{Record: rec, Workflow: "split", Cell: vitesstest.Cell, Source: []string{"0"}, Target: []string{"-80", "80-"},
+		Backends: map[string]shardmap.Backend{
+			"-80": {Host: "127.0.0.1", Port: uint16(tgt[0].MySQLPort), Database: tgt[0].DBName(), Tablet: tgt[0].Alias},
+			"80-": {Host: "127.0.0.1", Port: uint16(tgt[1].MySQLPort), Database: tgt[1].DBName(), Tablet: tgt[1].Alias},
+		},
+		Options: vreshard.Options{PollEvery: 500, RetryAfter: 1000, MaxLagMs: 10000}}
+	began := time.Now()
+	err = driver.Run(runCtx, driver.VReshard(wrap), driver.Config[vreshard.Input]{ID: ref.String(), Store: blobs}, vreshard.Input(start))
+	require.ErrorIs(t, err, context.Canceled, "the first run is killed after the reads switch")
+	require.True(t, wrap.crashed)
+	require.Zero(t, done.Outcome, "the first run did not end")
+	// The standby: a new run, the same snapshot store.
+	require.NoError(t, driver.Run(ctx, driver.VReshard(wrap), driver.Config[vreshard.Input]{ID: ref.String(), Store: blobs}))
+	elapsed := time.Since(began)
+	close(stop)
+	writer.Wait()
+	require.Equal(t, vreshard.Completed, done.Outcome, done.Reason)
+
+	final, err := store.Read(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{"-80", "80-"}, []string{final.Shards[0].Name, final.Shards[1].Name})
+	require.Nil(t, final.Target)
+	require.Equal(t, shardmap.Serving, final.State.Phase)
+	parts, err := cl.SrvKeyspace(ctx, ks, vitesstest.Cell)
+	require.NoError(t, err)
+	var live []string
+	for _, s := range adapters.Serving(parts, adapters.TabletPrimary) {
+		live = append(live, s.Name)
+	}
+	require.Equal(t, []string{"-80", "80-"}, live, "the record mirrors the serving partition")
+
+	// Per shard: the rows the record locates there, by count and checksum, and nothing else.
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string][2]uint64{}
+	for id, v := range acked {
+		loc, err := final.Layout.Locate(strconv.FormatInt(id, 10))
+		require.NoError(t, err)
+		w := want[loc.Name]
+		want[loc.Name] = [2]uint64{w[0] + 1, w[1] + uint64(crc32.ChecksumIEEE([]byte(strconv.FormatInt(id, 10)+":"+v)))}
+	}
+	lost := 0
+	for _, tb := range tgt {
+		tdb, err := sql.Open("mysql", tb.DSN(tb.DBName()))
+		require.NoError(t, err)
+		var n, sum uint64
+		require.NoError(t, tdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT(id, ':', v))), 0) FROM t").Scan(&n, &sum))
+		ids := tb.Ints(t, "SELECT id FROM t")
+		tdb.Close()
+		for _, id := range ids {
+			if _, ok := acked[id]; !ok {
+				continue // a write whose answer was lost in the switch: there, not acknowledged
+			}
+			loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10))
+			require.Equal(t, tb.Shard, loc.Name, "row %d: locate and Vitess agree", id)
+		}
+		present := map[int64]bool{}
+		for _, id := range ids {
+			present[id] = true
+		}
+		for id := range acked {
+			if loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10)); loc.Name == tb.Shard && !present[id] {
+				lost++
+			}
+		}
+		require.Equal(t, want[tb.Shard], [2]uint64{n, sum}, "shard %s: rows and checksum", tb.Shard)
+		t.Logf("shard %s: %d rows, crc32 sum %d", tb.Shard, n, sum)
+	}
+	require.Zero(t, lost, "acknowledged writes lost")
+
+	var pause time.Duration
+	for i := 1; i < len(ackTimes); i++ {
+		if ackTimes[i].After(wrap.switched[0].Add(-time.Second)) && ackTimes[i-1].Before(wrap.switched[1].Add(time.Second)) {
+			pause = max(pause, ackTimes[i].Sub(ackTimes[i-1]))
+		}
+	}
+	t.Logf("reshard 0 -> -80,80-: %d rows acknowledged (%d before), %d writes refused, lost 0; whole run %v; copy %v (Create to copy done); SwitchTraffic primary %v, longest write pause through vtgate around it %v",
+		len(acked), preload, refused, elapsed.Round(time.Millisecond), wrap.copyDone.Sub(wrap.at["vreshard.Create"]).Round(time.Millisecond),
+		wrap.switched[1].Sub(wrap.switched[0]).Round(time.Millisecond), pause.Round(time.Millisecond))
+}
