@@ -75,3 +75,33 @@ func TestWaitErrorSaysHowLongItWaited(t *testing.T) {
 	require.Equal(t, int64(1000), we.Completed)
 	require.ErrorIs(t, f.Err, causal.ErrNotReached)
 }
+
+// TestMembershipChangeWakesWaiters: a causal request waiting because no member has reached
+// its requirement is routed as soon as SetHostgroup adds one that has, and a change to
+// another hostgroup leaves it waiting (found by make mutate: only a golden script reached
+// the wake on a membership change).
+func TestMembershipChangeWakesWaiters(t *testing.T) {
+	p := lsn.Endpoint{Host: "primary", Port: 5432}
+	slow, fast := lsn.Endpoint{Host: "r1", Port: 5432}, lsn.Endpoint{Host: "r2", Port: 5432}
+	m := causal.New(causal.Config{})
+	ctx := &machine.Ctx{Now: 10}
+	m.On(ctx, causal.SetHostgroup{Hostgroup: 0, Endpoints: []lsn.Endpoint{p}})
+	m.On(ctx, causal.SetHostgroup{Hostgroup: 1, Endpoints: []lsn.Endpoint{slow}})
+	m.On(ctx, causal.Executed{Frontend: "f", Hostgroup: 0, Endpoint: p})
+	ctx.Now = 20
+	m.On(ctx, causal.Sampled{Endpoint: p, Sample: lsn.Observed(11, 100)})
+	m.On(ctx, causal.Sampled{Endpoint: slow, Sample: lsn.Observed(12, 50)})
+	m.On(ctx, causal.Sampled{Endpoint: fast, Sample: lsn.Observed(12, 100)})
+	cmds := m.On(ctx, causal.AcquireCausal{ID: 1, Frontend: "f", Hostgroup: 1, From: 0, Deadline: 1000})
+	require.Len(t, cmds, 1)
+	require.IsType(t, causal.SetTimer{}, cmds[0])
+	require.Empty(t, m.On(ctx, causal.SetHostgroup{Hostgroup: 2, Endpoints: []lsn.Endpoint{fast}}), "another hostgroup's change routes nothing")
+	require.Equal(t, 1, m.Waiting())
+	cmds = m.On(ctx, causal.SetHostgroup{Hostgroup: 1, Endpoints: []lsn.Endpoint{slow, fast}})
+	require.Len(t, cmds, 2)
+	require.IsType(t, causal.CancelTimer{}, cmds[0])
+	r, ok := cmds[1].(causal.Route)
+	require.True(t, ok, "%T", cmds[1])
+	require.Equal(t, []lsn.Endpoint{fast}, r.Endpoints)
+	require.Zero(t, m.Waiting())
+}

@@ -58,14 +58,18 @@ func (w *world) checkAlert(c indoubt.Alert) {
 }
 
 // round fires the round timer and answers every read and delivery, failing the scans of
-// the shards in fail.
-func (w *world) round(fail map[string]bool) {
+// the shards in fail and losing the replies of those in lose (the round then closes at the
+// next timer, with those scans late).
+func (w *world) round(fail map[string]bool, lose ...string) {
 	w.now, w.timer = max(w.now, w.timer), 0
 	w.step(indoubt.TimerFired{ID: indoubt.RoundTimer})
 	for len(w.out) > 0 {
 		c := w.out[0]
 		w.out = w.out[1:]
 		lp, ok := c.(indoubt.ListPrepared)
+		if ok && slices.Contains(lose, lp.Shard) {
+			continue
+		}
 		w.step(w.reply(c, ok && fail[lp.Shard]))
 	}
 }
@@ -137,6 +141,8 @@ func (w *world) steady() {
 	for id, r := range want {
 		if a, ok := w.decided[id]; ok && r != "" && a.Reason != r {
 			w.violate("steady world: alert %s says %s, want %s", id, a.Reason, r)
+		} else if ok && r == "" && a.Reason != indoubt.ReasonStuck && a.Reason != indoubt.ReasonRestarted {
+			w.violate("steady world: alert %s says %s of a coordinator that runs (want stuck or restarted)", id, a.Reason)
 		}
 	}
 	// One shard's scans fail: unscanned on the BlindAfter-th failure, not before.
@@ -152,6 +158,22 @@ func (w *world) steady() {
 			w.violate("%s not raised after %d failed scans (BlindAfter)", id, i)
 		}
 	}
+	w.round(nil)
+	if _, raised := w.decided[id]; raised {
+		w.violate("%s still raised after a scan succeeded", id)
+	}
+	// The same with the scans' replies lost: a scan with no reply by the next round's timer
+	// counts as failed, so the BlindAfter-th such round raises the alert.
+	for i := 1; i <= propOpts.BlindAfter+1; i++ {
+		w.round(nil, sh) // closes the previous round (its scan of sh late) and starts one
+		_, raised := w.decided[id]
+		if late := i - 1; late < propOpts.BlindAfter && raised {
+			w.violate("%s raised after %d late scans, BlindAfter is %d", id, late, propOpts.BlindAfter)
+		} else if late == propOpts.BlindAfter && !raised {
+			w.violate("%s not raised after %d late scans (BlindAfter)", id, late)
+		}
+	}
+	w.round(nil)
 	w.round(nil)
 	if _, raised := w.decided[id]; raised {
 		w.violate("%s still raised after a scan succeeded", id)

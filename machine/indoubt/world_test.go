@@ -33,6 +33,7 @@ type world struct {
 	steps   map[string]bool                    // every step issued so far
 	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
 	used    map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
+	acked   map[string]bool                    // alert steps the sink acknowledged (and the monitor was told)
 	errs    []error
 }
 
@@ -40,7 +41,7 @@ var allShards = []string{"s0", "s1", "s2"}
 
 func newWorld(t machinetest.TB, c machinetest.Chooser) *world {
 	return &world{t: t, c: c, m: indoubt.New(propOpts), now: 10_000, txns: map[string]map[string]indoubt.Xact{},
-		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, steps: map[string]bool{}, decided: map[string]indoubt.Alert{}}
+		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, steps: map[string]bool{}, acked: map[string]bool{}, decided: map[string]indoubt.Alert{}}
 }
 
 func (w *world) violate(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
@@ -53,6 +54,9 @@ func (w *world) step(in indoubt.Input) {
 		case indoubt.SetTimer:
 			w.timer = c.At
 		case indoubt.Alert:
+			if w.acked[c.Step] {
+				w.violate("alert %s sent again at %s after the sink acknowledged it", c.ID, c.Step)
+			}
 			w.out = append(w.out, c)
 			if w.steps[c.Step] {
 				break // sent again until acknowledged: the same decision
@@ -102,6 +106,9 @@ func (w *world) reply(c indoubt.Command, fail bool) indoubt.Input {
 		}
 		return p
 	case indoubt.Alert:
+		if err == nil {
+			w.acked[c.Step] = true
+		}
 		return indoubt.Delivered{Step: c.Step, Err: err}
 	case indoubt.ClearAlert:
 		return indoubt.Delivered{Step: c.Step, Err: err}
