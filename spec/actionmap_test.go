@@ -64,7 +64,7 @@ var (
 	// ActX = "X" declared in the package.
 	emitConst = regexp.MustCompile(`Emit\(Spec, (Act[A-Za-z]+)[,)]`)
 	actConst  = regexp.MustCompile(`(?m)^\s*(Act[A-Za-z]+)\s*=\s*"([A-Za-z]+)"`)
-	specLit = regexp.MustCompile(`(?m)^const Spec = "([A-Za-z]+)"`)
+	specLit   = regexp.MustCompile(`(?m)^const Spec = "([A-Za-z]+)"`)
 )
 
 // machineActions returns, per spec, the sorted actions the machines under dir emit.
