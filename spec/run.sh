@@ -81,6 +81,10 @@ run_one() {
     awk '{ n = int($1 * $2 / 1000 + 0.5); printf "%d", (n < 1 ? 1 : n) }')
   local violated
   violated=$(sed -n 's/^ *❌ *\([A-Za-z0-9_]*\).*/\1/p' "$log" | sort -u | tr '\n' ' ' | sed 's/ $//')
+  # With a single invariant the simulator names none: the violation is of that one.
+  if [ -z "$violated" ] && [ "$(wc -w <<<"$invs")" = 1 ] && grep -q '\[violation\]' "$log"; then
+    violated=$invs
+  fi
   case $kind in
   check | test)
     if [ $rc = 0 ]; then verdict=ok; else verdict=FAIL; fi ;;

@@ -72,9 +72,21 @@ func fencingTrace(t *testing.T, seed uint64) []fmEvent {
 	return out
 }
 
-// validate runs the trace module over events and returns how many of them the model
-// explains (len(events) when it explains the whole trace).
+// validate runs the FencingMigration trace module over events and returns how many of them
+// the model explains (len(events) when it explains the whole trace).
 func validate(t *testing.T, events []fmEvent) int {
+	t.Helper()
+	var evs []string
+	for _, e := range events {
+		evs = append(evs, e.quint())
+	}
+	return validateTrace(t, "FencingMigrationTrace", evs)
+}
+
+// validateTrace runs the trace module spec/trace/<module>.qnt over evs (Quint records of its
+// Ev type) and returns how many of them the model explains: len(evs) when a run consumed the
+// whole trace, else the highest idx any run reached.
+func validateTrace(t *testing.T, module string, evs []string) int {
 	t.Helper()
 	quint, err := filepath.Abs("node_modules/.bin/quint")
 	require.NoError(t, err)
@@ -84,14 +96,10 @@ func validate(t *testing.T, events []fmEvent) int {
 		}
 		t.Skip("skipped: needs quint (npm ci in spec/)")
 	}
-	var evs []string
-	for _, e := range events {
-		evs = append(evs, e.quint())
-	}
 	// Quint imports by a path relative to the importing file, so the generated module lives
 	// beside the trace module for the run (spec/.gitignore ignores it).
 	dir := t.TempDir()
-	src := fmt.Sprintf("module Check {\n  pure val Events = [\n    %s\n  ]\n  import FencingMigrationTrace(Trace = Events).* from \"./FencingMigrationTrace\"\n}\n", strings.Join(evs, ",\n    "))
+	src := fmt.Sprintf("module Check {\n  pure val Events = [\n    %s\n  ]\n  import %s(Trace = Events).* from \"./%s\"\n}\n", strings.Join(evs, ",\n    "), module, module)
 	f, err := os.CreateTemp("trace", ".check-*.qnt")
 	require.NoError(t, err)
 	file := f.Name()
@@ -102,10 +110,10 @@ func validate(t *testing.T, events []fmEvent) int {
 	itf := filepath.Join(dir, "run_{seq}.itf.json")
 	cmd := exec.Command(quint, "run", file, "--backend=typescript", "--main=Check", "--seed=1",
 		"--init=traceInit", "--step=traceStep", "--invariant=Explained", "--max-samples=30",
-		"--n-traces=30", "--out-itf="+itf, "--max-steps="+strconv.Itoa(2*len(events)+10))
+		"--n-traces=30", "--out-itf="+itf, "--max-steps="+strconv.Itoa(4*len(evs)+20))
 	out, _ := cmd.CombinedOutput()
 	if bytes.Contains(out, []byte("[violation]")) {
-		return len(events) // Explained violated: a run consumed every event
+		return len(evs) // Explained violated: a run consumed every event
 	}
 	require.Contains(t, string(out), "[ok]", "quint run failed:\n%s", out)
 	best := 0

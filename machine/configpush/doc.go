@@ -59,7 +59,7 @@
 //
 // # Spec
 //
-// Spec ShardMap (spec/tla/router/ShardMap.tla). Actions: Push, Refuse, WriteFiles, Reload,
+// Spec ShardMap (spec/ShardMap.qnt). Actions: Push, Refuse, WriteFiles, FilesSeen, Reload,
 // Observe, Timeout, Retry, GiveUp, Supersede, Done, Restart (see the Act constants for each
 // one's fields). WriteFiles, Reload and Observe are emitted when the reply arrives, with
 // ok=true or false, because that is when the world is known to have changed.

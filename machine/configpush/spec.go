@@ -1,6 +1,6 @@
 package configpush
 
-// Spec is the TLA+ spec whose actions this machine's SpecEvents name (spec/tla/router/ShardMap.tla).
+// Spec is the spec whose actions this machine's SpecEvents name (the Quint model spec/ShardMap.qnt).
 const Spec = "ShardMap"
 
 // The actions this machine emits, one per kind of transition. Every SpecEvent carries "gen"

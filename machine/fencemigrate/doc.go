@@ -21,7 +21,11 @@
 //
 // A request to skip a version is refused (two-adjacent-versions). A pod reporting a version
 // outside {allowed-1, allowed} raises an Alarm: the deploy system did something the machine
-// did not allow, and old-key authority may have come back, so the drain is re-proven.
+// did not allow, and old-key authority may have come back, so the drain is re-proven. From
+// the EnableCluster command on, the range is {C} alone: the switch may happen at any moment
+// before its reply and the door opens only on a fleet that runs C, so the deploy system must
+// not roll a pod back once the enable is confirmed; a pod that leaves C then raises an Alarm,
+// and so does a reply that opens the door under it.
 //
 // The driver loop (see loam.dev/router/machine for the contract):
 //

@@ -190,10 +190,23 @@ func (m *Machine) On(ctx *machine.Ctx, in Input) []Command {
 		ctx.Emit(Spec, "Enabled", machine.S("step", in.Step), machine.B("ok", in.Err == nil))
 		if in.Err != nil {
 			out = append(out, Alarm{Detail: fmt.Sprintf("enabling cluster mode (%s) failed: %v (check the cluster's mode before requesting it again)", in.Step, in.Err)})
+		} else if !m.all(fencing.C) {
+			// A pod left C while the command was out (its report raised an Alarm already):
+			// the door is open under it, and its cross-slot scripts fail on the cluster.
+			out = append(out, Alarm{Detail: fmt.Sprintf("cluster mode is enabled (%s) but %s; their scripts fail CROSSSLOT until they run C", in.Step, m.behind(fencing.C))})
 		}
 	}
 	return append(out, m.maybeWait(ctx)...)
 }
+
+// doorCommitted: cluster mode is enabled, or the EnableCluster command is out and the
+// switch may happen at any moment before its reply. From then on only C is allowed: the
+// seed's door opens "only when the whole fleet runs C", and the machine cannot call back a
+// command it has issued, so the fleet must stay on C from the command on, not only at the
+// request. (The window {B, C} kept until the reply let a pod roll back to B and the door
+// open under it with no Alarm: found by spec/FencingMigration.qnt, its mutant
+// FencingMigration_EnableWindow.)
+func (m *Machine) doorCommitted() bool { return m.s.Enabled || m.s.EnableStep != "" }
 
 // drainable: the state in which old-key authority can only shrink — every pod on B (no pod
 // writes old leases any more) and the old counters folded in.
@@ -216,11 +229,11 @@ func (m *Machine) report(ctx *machine.Ctx, in PodReported) []Command {
 	m.s.Pods[in.Pod] = in.Version
 	ctx.Emit(Spec, "Report", machine.S("pod", in.Pod), machine.S("version", in.Version.String()))
 	lo := m.s.Allowed
-	if lo > fencing.O && !m.s.Enabled {
+	if lo > fencing.O && !m.doorCommitted() {
 		lo--
 	}
 	var out []Command
-	if in.Version < lo || in.Version > m.s.Allowed || m.s.Enabled && in.Version != fencing.C {
+	if in.Version < lo || in.Version > m.s.Allowed {
 		detail := fmt.Sprintf("pod %s runs %s but only %s..%s are allowed (stop it or roll it to %s)", in.Pod, in.Version, lo, m.s.Allowed, m.s.Allowed)
 		ctx.Emit(Spec, "Alarm", machine.S("pod", in.Pod), machine.S("version", in.Version.String()))
 		out = append(out, Alarm{Pod: in.Pod, Detail: detail})

@@ -154,6 +154,29 @@ func checkStep(before fencemigrate.Snapshot, in fencemigrate.Input, out []fencem
 	if before.Enabled && !after.Enabled {
 		return errors.New("door: closed again")
 	}
+	// The door window: from the EnableCluster command on, only C is allowed (the switch may
+	// happen before the reply), so a pod reporting anything else raises an Alarm; and a
+	// reply that opens the door under a pod not on C raises one too.
+	alarmed := func(pod string) bool {
+		return slices.ContainsFunc(out, func(c fencemigrate.Command) bool {
+			a, ok := c.(fencemigrate.Alarm)
+			return ok && a.Pod == pod
+		})
+	}
+	switch in := in.(type) {
+	case fencemigrate.PodReported:
+		if (before.EnableStep != "" || before.Enabled) && in.Version != fencing.C && !alarmed(in.Pod) {
+			return fmt.Errorf("door window: pod %s reported %s with the enable out (%q) and no Alarm", in.Pod, in.Version, before.EnableStep)
+		}
+	case fencemigrate.ClusterEnabled:
+		if !before.Enabled && after.Enabled && !alarmed("") {
+			for p, v := range after.Pods {
+				if v != fencing.C {
+					return fmt.Errorf("door window: cluster mode enabled while pod %s runs %s, no Alarm", p, v)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -172,7 +195,7 @@ func runRandom(c chooser, cfg fencemigrate.Config, steps int) error {
 
 // TestPropertySafety: on any input sequence the machine never allows a non-adjacent version,
 // never opens the door without a confirmation, a full-C fleet, a backfill and a proven drain,
-// and never closes it again.
+// never closes it again, and raises an Alarm for a pod that leaves C once the enable is out.
 func TestPropertySafety(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		require.NoError(t, runRandom(rapidChooser(t), fencemigrate.Config{LeaseTTL: 100}, 300))
