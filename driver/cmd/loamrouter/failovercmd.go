@@ -16,6 +16,7 @@ import (
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/failover"
 )
 
 // parseEndpoint reads host:port[/database].
@@ -88,10 +89,17 @@ record at a new generation by compare-and-set, and push that generation to every
 			for {
 				res, err := c.requests(st).FailoverOutcome(ctx, ref, req)
 				if err == nil {
-					return c.emit(cmd.OutOrStdout(), res, func(w io.Writer) error {
+					if err := c.emit(cmd.OutOrStdout(), res, func(w io.Writer) error {
 						_, err := fmt.Fprintf(w, "failover of %s: %s at generation %d (old primary fenced: %v)%s\n", shard, res.Outcome, res.Generation, res.Fenced, strings.TrimRight(" "+res.Reason, " "))
 						return err
-					})
+					}); err != nil {
+						return err
+					}
+					// A script that waits must see a failover that did not repoint as a failure.
+					if res.Outcome != failover.Repointed.String() {
+						return fmt.Errorf("failover of %s %s: %s", shard, res.Outcome, res.Reason)
+					}
+					return nil
 				}
 				select {
 				case <-ctx.Done():
