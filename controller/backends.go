@@ -12,6 +12,7 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/pgdog"
 	"loam.dev/router/driver"
+	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 )
 
@@ -31,6 +32,14 @@ type Fleet struct {
 	Vitess adapters.VitessControl
 	// Target is where the rendered files go before every reload (nil: files_dir).
 	Target adapters.ConfigTarget
+	// FilesSeen, when set, says which generation of the files router id sees where it
+	// reads them (on Kubernetes the kubelet projects the ConfigMap into a pod up to a
+	// minute or more after the write): ConfigPush then reloads an instance only once it
+	// sees the pushed generation (configpush.Options.AwaitFiles).
+	FilesSeen func(ctx context.Context, id string) (uint64, error)
+	// Roster, when set, is the in-doubt monitor's roster of router processes (nil: the
+	// routers' node_id, no start times). On Kubernetes: the PgDog StatefulSet's pods.
+	Roster adapters.Roster
 
 	mu      sync.Mutex
 	known   map[string]shardmap.Backend // by driver.BackendKey, from every record seen
@@ -137,10 +146,18 @@ type Opener func(ctx context.Context, dc *DatabaseConfig) (*Fleet, error)
 
 // OpenFleet is the default Opener: PgDog admin databases for routers, Postgres for shards;
 // for a Vitess keyspace, vtctld and MySQL (vitess.go).
+//
+// With a target other than files ([databases.target] kind), the routers' Apply writes
+// nothing: the fleet's Target puts the files in place (the kubelet projects them into the
+// pods), and RELOAD is confirmed only when SHOW POOLS shows the generation.
 func OpenFleet(ctx context.Context, dc *DatabaseConfig) (*Fleet, error) {
 	f := NewFleet()
 	for _, rc := range dc.Routers {
-		inst, err := pgdog.New(pgdog.Config{ID: rc.ID, Admin: adminDSN(dc, rc), Dir: rc.ConfigDir, Database: dc.Name})
+		pc := pgdog.Config{ID: rc.ID, Admin: adminDSN(dc, rc), Dir: rc.ConfigDir, Database: dc.Name}
+		if dc.Target.Kind != "" && dc.Target.Kind != TargetFiles {
+			pc.Dir, pc.Target = "", placedByTarget{dc.Target.Kind}
+		}
+		inst, err := pgdog.New(pc)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("databases %s router %s: %w", dc.Name, rc.ID, err)
@@ -162,6 +179,15 @@ func OpenFleet(ctx context.Context, dc *DatabaseConfig) (*Fleet, error) {
 	}
 	return f, nil
 }
+
+// placedByTarget is a router's files when the database's target puts them where the
+// router reads them (a ConfigMap the kubelet projects): the router's Apply writes nothing,
+// it reloads.
+type placedByTarget struct{ kind string }
+
+func (placedByTarget) WriteFiles(context.Context, uint64, render.Files) error { return nil }
+
+func (p placedByTarget) String() string { return "the files the " + p.kind + " target put in place" }
 
 // adminDSN is how the controller reaches a PgDog instance's admin database: the router's
 // admin value when it is a connection string, else host:port with the database's admin

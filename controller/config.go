@@ -176,12 +176,47 @@ type DatabaseConfig struct {
 	// shardAllow is [shards] allow, parsed (shardaccess.go).
 	shardAllow *shardAllow
 
+	// Target is where the routers' files go ([databases.target]; default files_dir).
+	Target TargetConfig `toml:"target"`
+
 	Routers []RouterConfig `toml:"routers"`
 	InDoubt InDoubtConfig  `toml:"indoubt"`
 	Cutover CutoverConfig  `toml:"cutover"`
 
 	// Vitess is set for a keyspace routed by vtgate (vitess.go).
 	Vitess *VitessConfig `toml:"vitess"`
+}
+
+// Target kinds ([databases.target] kind).
+const (
+	// TargetFiles writes files_dir (and, before each RELOAD, every router's config_dir):
+	// directories this process can write. The default.
+	TargetFiles = "files"
+	// TargetKubernetes writes a ConfigMap and a Secret through the Kubernetes API, which the
+	// kubelet projects into the PgDog pods: the loamrouter-kubernetes binary of the module
+	// loam.dev/router/adapters/kubernetes runs it (this module does not link client-go).
+	TargetKubernetes = "kubernetes"
+)
+
+// TargetConfig is [databases.target]: where ConfigPush puts the routers' files.
+type TargetConfig struct {
+	// Kind is "files" (the default) or "kubernetes".
+	Kind string `toml:"kind"`
+	// Namespace holds the ConfigMap, the Secret and the PgDog pods (kind kubernetes;
+	// default: the controller's own namespace, read from its service account).
+	Namespace string `toml:"namespace"`
+	// ConfigMap receives every rendered file but users.toml, Secret receives users.toml
+	// (kind kubernetes; both required, both created beforehand: the controller only gets
+	// and updates them).
+	ConfigMap string `toml:"configmap"`
+	Secret    string `toml:"secret"`
+	// Pods is the label selector of the PgDog StatefulSet's pods (its spec.selector, e.g.
+	// "app.kubernetes.io/name=pgdog"): the in-doubt monitor's roster is then the running
+	// pods, each one's ordinal its NODE_ID and its container's start time, so a restarted
+	// coordinator is noticed at indoubt.threshold. Empty: the routers' node_id, no start
+	// times. Container names PgDog's container in those pods (default: the first).
+	Pods      string `toml:"pods"`
+	Container string `toml:"container"`
 }
 
 // RouterConfig is one router instance of a database.
@@ -193,7 +228,10 @@ type RouterConfig struct {
 	// admin_password_env), or a whole connection string.
 	Admin string `toml:"admin"`
 	// ConfigDir is where this instance reads pgdog.toml and users.toml (written before
-	// every RELOAD, since PgDog re-reads only the files it was started with).
+	// every RELOAD, since PgDog re-reads only the files it was started with). With
+	// [databases.target] kind = "kubernetes" nothing is written there: it is where this
+	// controller can read the files as the instance's pod sees them, and every RELOAD
+	// waits until the router-generation key there shows the pushed generation.
 	ConfigDir string `toml:"config_dir"`
 	// NodeID is the instance id PgDog writes into two-phase commit gids (its NODE_ID).
 	NodeID string `toml:"node_id"`
@@ -558,6 +596,9 @@ func (c *Config) check() error {
 				return bad(key, "%s", msg)
 			}
 		}
+		if err := d.Target.check(at+".target", d, bad); err != nil {
+			return err
+		}
 		if !validSSLMode(d.ShardSSLMode) {
 			return bad(at+".shard_sslmode", "%q is not an sslmode; use disable, prefer, require, verify-ca or verify-full", d.ShardSSLMode)
 		}
@@ -613,6 +654,78 @@ func (c *Config) check() error {
 		return err
 	}
 	return c.LSN.check(bad)
+}
+
+// check validates [databases.target] (at is its key) and fills its kind in.
+func (t *TargetConfig) check(at string, d *DatabaseConfig, bad func(key, format string, a ...any) error) error {
+	switch t.Kind {
+	case "", TargetFiles:
+		t.Kind = TargetFiles
+		for _, o := range []struct{ key, v string }{{"namespace", t.Namespace}, {"configmap", t.ConfigMap}, {"secret", t.Secret}, {"pods", t.Pods}, {"container", t.Container}} {
+			if o.v != "" {
+				return bad(at+"."+o.key, "is for kind = \"kubernetes\"; kind %q writes files_dir (set kind = \"kubernetes\" or remove the key)", t.Kind)
+			}
+		}
+		return nil
+	case TargetKubernetes:
+	default:
+		return bad(at+".kind", "%q is not a target kind; use \"files\" (files_dir, the default) or \"kubernetes\" (a ConfigMap and a Secret)", t.Kind)
+	}
+	if d.FilesDir != "" {
+		return bad(at+".kind", "kind kubernetes writes the ConfigMap %q, and files_dir %s is set too: remove files_dir (one place holds the routers' files)", t.ConfigMap, d.FilesDir)
+	}
+	for _, o := range []struct{ key, v, what string }{
+		{"configmap", t.ConfigMap, "the ConfigMap the PgDog pods mount (pgdog.toml), e.g. configmap = \"pgdog\""},
+		{"secret", t.Secret, "the Secret the PgDog pods mount (users.toml: credentials never go into a ConfigMap), e.g. secret = \"pgdog-users\""},
+	} {
+		if o.v == "" {
+			return bad(at+"."+o.key, "kind kubernetes needs %s", o.what)
+		}
+	}
+	for _, o := range []struct{ key, v string }{{"configmap", t.ConfigMap}, {"secret", t.Secret}, {"namespace", t.Namespace}} {
+		if o.v != "" && !isDNSName(o.v, o.key == "namespace") {
+			return bad(at+"."+o.key, "%q is not a Kubernetes object name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters; a namespace: no '.', at most 63)", o.v)
+		}
+	}
+	if t.Container != "" && t.Pods == "" {
+		return bad(at+".container", "names PgDog's container in the roster's pods: set pods (the StatefulSet's selector) too, or remove it")
+	}
+	dirs := 0
+	for _, r := range d.Routers {
+		if r.ConfigDir != "" {
+			dirs++
+		}
+	}
+	if dirs != 0 && dirs != len(d.Routers) {
+		return bad(at+".kind", "with kind kubernetes, config_dir is where the controller reads what a pod sees before its RELOAD: give it for every router of the database or for none (%d of %d have one)", dirs, len(d.Routers))
+	}
+	return nil
+}
+
+// isDNSName reports whether s is a DNS-1123 subdomain (an object name), or with label a
+// DNS-1123 label (a namespace).
+func isDNSName(s string, label bool) bool {
+	limit := 253
+	if label {
+		limit = 63
+	}
+	if s == "" || len(s) > limit {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if label && part != s {
+			return false
+		}
+		if part == "" || part[0] == '-' || part[len(part)-1] == '-' {
+			return false
+		}
+		for _, r := range part {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // check fills [retention]'s defaults.

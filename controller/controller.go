@@ -101,6 +101,12 @@ func New(cfg Config, opts ...Option) (*Controller, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	if o.open == nil {
+		for i, db := range cfg.Databases {
+			if db.Target.Kind == TargetKubernetes {
+				return nil, &ConfigError{Path: cfg.path, Key: fmt.Sprintf("databases[%d].target.kind", i),
+					Msg: "kind kubernetes is run by the loamrouter-kubernetes binary (module loam.dev/router/adapters/kubernetes, cmd/loamrouter-kubernetes), which writes the ConfigMap through the Kubernetes API; this one writes files_dir only"}
+			}
+		}
 		o.open = OpenFleet
 	}
 	d := &Controller{cfg: &cfg, log: o.log, store: o.store, drain: make(chan struct{}), open: o.open, poll: o.poll}

@@ -1,7 +1,11 @@
 package controller_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +41,17 @@ func TestNewValidatesACopy(t *testing.T) {
 	require.Empty(t, cfg.Databases[0].Namespace, "the caller's config is not changed")
 	require.Empty(t, cfg.Databases[0].Routers[0].Kind)
 	require.False(t, ctl.Status().Leader, "nothing runs before Run")
+
+	// A Kubernetes target needs an opener that writes the ConfigMap: the default one
+	// refuses it by the key, instead of pushing nowhere.
+	kube := cfg
+	kube.Databases = []controller.DatabaseConfig{{Name: "app", Target: controller.TargetConfig{Kind: controller.TargetKubernetes, ConfigMap: "pgdog", Secret: "pgdog-users"}}}
+	_, err = controller.New(kube, controller.WithStore(st))
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "databases[0].target.kind", ce.Key)
+	require.ErrorContains(t, err, "loamrouter-kubernetes")
+	_, err = controller.New(kube, controller.WithStore(st), controller.WithFleets(controller.OpenFleet))
+	require.NoError(t, err, "an opener given: it is the opener's to set the target")
 }
 
 // TestRequests: the requests refuse what the controller could not run, with errors to
@@ -73,4 +88,56 @@ func TestRequests(t *testing.T) {
 	require.Equal(t, "app", fo.Promoted.Database, "the promoted primary's database defaults to the shard's")
 	_, err = r.FailoverOutcome(ctx, ref, fo)
 	require.True(t, errors.Is(err, adapters.ErrNotFound), "no outcome before a controller ran it: %v", err)
+}
+
+// TestFleetFilesSeenHoldsTheReload: a fleet whose files reach the routers late (the
+// kubelet projecting a ConfigMap) gives FilesSeen; the push then reloads no router before
+// it sees the pushed generation, however often it asks, and reloads it once it does.
+func TestFleetFilesSeenHoldsTheReload(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	st := memstore.New()
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	rec := shardmap.NewPgHash("app", shardmap.Key{Column: "id", Type: shardmap.Bigint},
+		shardmap.Backend{Host: "10.0.0.1", Port: 5432, Database: "app"})
+	_, err := st.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+	t.Setenv("FILES_SEEN_PW", "secret")
+	off := false
+	cfg := controller.Config{Controller: controller.ControllerConfig{ID: "seen", Listen: "off"},
+		Databases: []controller.DatabaseConfig{{Name: "app", Insecure: true, AppUser: "app", AppPasswordEnv: "FILES_SEEN_PW", AdminPasswordEnv: "FILES_SEEN_PW",
+			InDoubt: controller.InDoubtConfig{Enabled: &off}, Routers: []controller.RouterConfig{{ID: "r1", Admin: "unused:1"}}}}}
+	var mu sync.Mutex
+	gens := map[string]uint64{}
+	reloaded := make(chan string, 4)
+	var visible, asked atomic.Uint64
+	fleets := func(ctx context.Context, dc *controller.DatabaseConfig) (*controller.Fleet, error) {
+		f := controller.NewFleet()
+		f.Routers["r1"] = router{id: "r1", mu: &mu, gens: gens, reloaded: reloaded}
+		f.Target = target{}
+		f.FilesSeen = func(_ context.Context, id string) (uint64, error) {
+			asked.Add(1)
+			return visible.Load(), nil
+		}
+		return f, nil
+	}
+	ctl, err := controller.New(cfg, controller.WithStore(st), controller.WithFleets(fleets))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	require.Eventually(t, func() bool { return asked.Load() >= 3 }, time.Minute, 10*time.Millisecond, "the push asks what r1 sees")
+	select {
+	case r := <-reloaded:
+		t.Fatalf("reloaded before the files were visible: %s", r)
+	default:
+	}
+	visible.Store(rec.Generation)
+	select {
+	case r := <-reloaded:
+		require.Equal(t, fmt.Sprintf("r1 reloaded generation %d (2 files)", rec.Generation), r)
+	case <-ctx.Done():
+		t.Fatal("no reload once the files were visible")
+	}
+	ctl.Drain()
+	require.NoError(t, <-done)
 }

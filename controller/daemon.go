@@ -304,10 +304,12 @@ func (d *Controller) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref 
 			}
 		}
 	}()
+	opts := configpush.Options{AwaitFiles: f.FilesSeen != nil}
 	exec := &driver.ConfigPushExecutor{
-		Target:   d.target(dc, f),
-		Instance: driver.Lookup(f.Routers),
-		Logger:   log,
+		Target:    d.target(dc, f),
+		Instance:  driver.Lookup(f.Routers),
+		FilesSeen: f.FilesSeen,
+		Logger:    log,
 		OnOutcome: func(o configpush.Outcome) {
 			mu.Lock()
 			t0, ok := started[o.Generation]
@@ -338,7 +340,7 @@ func (d *Controller) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref 
 		}
 	}
 	d.keepRunning(ctx, log, "configpush", func() error {
-		return driver.Run(ctx, driver.ConfigPushRendered(audited, configpush.Options{}, d.rerender(ctx, dc, ref)), driver.Config[configpush.Input]{
+		return driver.Run(ctx, driver.ConfigPushRendered(audited, opts, d.rerender(ctx, dc, ref)), driver.Config[configpush.Input]{
 			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: in, Drain: d.drain,
 		})
 	})
@@ -363,6 +365,9 @@ func (d *Controller) target(dc *DatabaseConfig, f *Fleet) adapters.ConfigTarget 
 	if f.Target != nil {
 		return f.Target
 	}
+	if dc.Target.Kind != TargetFiles {
+		return noFiles{fmt.Sprintf("databases %s: target kind %q has no ConfigTarget in this fleet: the opener (WithFleets) must set Fleet.Target", dc.Name, dc.Target.Kind)}
+	}
 	if dc.FilesDir == "" {
 		return noFiles{"no files_dir configured for this database: set databases.files_dir to where the routers read their files"}
 	}
@@ -379,11 +384,15 @@ type noFiles struct{ why string }
 func (n noFiles) WriteFiles(context.Context, uint64, render.Files) error { return errors.New(n.why) }
 
 func (d *Controller) runInDoubt(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, tracks <-chan indoubt.Input, log *slog.Logger) {
-	var roster staticRoster
-	for _, r := range dc.Routers {
-		if r.NodeID != "" {
-			roster = append(roster, adapters.RouterProcess{ID: r.NodeID})
+	var roster adapters.Roster = f.Roster
+	if roster == nil {
+		var static staticRoster
+		for _, r := range dc.Routers {
+			if r.NodeID != "" {
+				static = append(static, adapters.RouterProcess{ID: r.NodeID})
+			}
 		}
+		roster = static
 	}
 	var mu sync.Mutex
 	seen := map[string][]indoubt.Xact{}

@@ -7,17 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/adapters/tikv"
 	"loam.dev/router/controller"
+	"loam.dev/router/controller/daemon"
 	"loam.dev/router/driver"
 )
 
@@ -90,19 +89,11 @@ func (c *cli) setup(cmd *cobra.Command) error {
 	default:
 		return fmt.Errorf("--output %q: use text or json", c.output)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel)
+	log, err := daemon.NewLogger(cmd.ErrOrStderr(), c.logFormat, c.logLevel)
+	if err != nil {
+		return fmt.Errorf("--log-format %q / --log-level %q: %w", c.logFormat, c.logLevel, err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch c.logFormat {
-	case "text":
-		c.log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts))
-	case "json":
-		c.log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts))
-	default:
-		return fmt.Errorf("--log-format %q: use text or json", c.logFormat)
-	}
+	c.log = log
 	slog.SetDefault(c.log)
 	path := c.configPath
 	if path == "" {
@@ -110,7 +101,6 @@ func (c *cli) setup(cmd *cobra.Command) error {
 			path = "loam.toml"
 		}
 	}
-	var err error
 	if path != "" {
 		c.cfg, err = controller.LoadConfig(path)
 	} else {
@@ -129,10 +119,7 @@ func (c *cli) setup(cmd *cobra.Command) error {
 }
 
 // Store is what every command works on: a controller's store, closed when the command ends.
-type Store interface {
-	controller.Store
-	Close() error
-}
+type Store = daemon.Store
 
 // openStore opens the configured store. The embedded file is locked by bbolt to one
 // process: when a daemon holds it, the CLI goes through the daemon's listen address.
@@ -157,29 +144,15 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		}
 		return c.dial(u, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
-	s := c.cfg.Store
-	switch s.Kind {
-	case "tikv":
-		st, err := tikv.Open(s.PD, nil)
-		if err != nil {
-			return nil, fmt.Errorf("store.pd %v: %w", s.PD, err)
-		}
-		return st, nil
-	case "etcd":
-		return controller.OpenEtcd(&s.Etcd)
-	case "remote":
-		return c.dial(s.URL, "store.token", s.TokenEnv, s.TokenFile)
+	if c.cfg.Store.Kind == "remote" {
+		return c.dial(c.cfg.Store.URL, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store.dir %s: %w", s.Dir, err)
-	}
-	path := filepath.Join(s.Dir, "loam.db")
 	wait := lockWait
 	if own {
-		wait = 10 * time.Second
+		wait = daemon.OwnLockWait
 	}
-	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: wait})
-	if err == nil || own {
+	b, err := daemon.OpenStore(c.cfg, wait)
+	if err == nil || own || c.cfg.Store.Kind != "bolt" {
 		return b, err
 	}
 	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
@@ -196,6 +169,15 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		return nil, fmt.Errorf("%w (and the daemon on controller.listen %s does not answer: %v)", err, c.listenAddr(), herr)
 	}
 	return nil, err
+}
+
+// clientOptions are the options of a client of a store server: the token (from --token-env
+// when given, else the config's key) and TLS with the configured CA.
+func (c *cli) clientOptions(key, env, file string) (*httpstore.Options, error) {
+	if c.tokenEnv != "" {
+		env, file, key = c.tokenEnv, "", "--token-env"
+	}
+	return daemon.ClientOptions(c.cfg, key, env, file)
 }
 
 // dial is a client of the store server at url, with the token of key (env or file).

@@ -2,22 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/controller"
+	"loam.dev/router/controller/daemon"
 )
 
 func newServeCmd(c *cli) *cobra.Command {
@@ -94,83 +82,13 @@ Keys of loam.toml (all optional but [[databases]]):
 }
 
 // serve runs the daemon until it is drained (first signal, the command's context) or
-// stopped hard (second signal, or the drain timeout).
+// stopped hard (second signal, or the drain timeout): daemon.Serve, on the store this
+// command's flags and loam.toml name, with the opener tests and the demo may set.
 func (c *cli) serve(cmd *cobra.Command) error {
-	cfg := c.cfg
-	drain := cmd.Context().Done()
-	hard, stopHard := context.WithCancel(context.WithoutCancel(cmd.Context()))
-	defer stopHard()
-	go func() {
-		<-drain
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-		c.log.Info("draining: starting nothing new; a second signal stops at once", "timeout", cfg.Controller.DrainTimeout.Or(controller.DefaultDrainTimeout))
-		t := time.NewTimer(cfg.Controller.DrainTimeout.Or(controller.DefaultDrainTimeout))
-		defer t.Stop()
-		select {
-		case <-sigs:
-			c.log.Warn("second signal: stopping without waiting for the commands in flight")
-		case <-t.C:
-			c.log.Warn("drain timeout: stopping without waiting for the commands in flight")
-		case <-hard.Done():
-		}
-		stopHard()
-	}()
-
-	st, err := c.openStoreFor(hard, true)
+	st, err := c.openStoreFor(context.WithoutCancel(cmd.Context()), true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d, err := controller.New(*cfg, controller.WithStore(st), controller.WithLogger(c.log), controller.WithRegisterer(reg), controller.WithFleets(c.opener()))
-	if err != nil {
-		return err
-	}
-	context.AfterFunc(cmd.Context(), d.Drain)
-	lsnMon, err := controller.StartLSNMonitor(cfg.LSN, c.log)
-	if err != nil {
-		return err
-	}
-	if lsnMon != nil {
-		defer lsnMon.Close()
-		reg.MustRegister(lsnMon)
-	}
-
-	if cfg.Controller.Listen != "off" {
-		ls, err := c.listen("controller.listen", cfg.Controller.Listen, cfg.Controller.Hosts)
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.Handle("/status", httpstore.Authenticate(ls.opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(daemonStatus{Status: d.Status(), PID: os.Getpid(), LSN: lsnMon.View()})
-		})))
-		mux.Handle("/v1/", httpstore.Handler(st, ls.opts))
-		srv := ls.serve(mux, c.log)
-		defer srv.Close()
-		c.log.Info("listening", "url", ls.url(), "paths", "/metrics /healthz (open) /status /v1/ (store; credential needed)", "credentials", len(cfg.Credentials))
-	}
-	if cfg.Store.Kind != "remote" { // the store server prunes a remote store
-		go controller.KeepPruning(hard, st, cfg.Retention, c.log)
-	}
-	c.log.Info("controller starting", "id", cfg.Controller.ID, "store", cfg.Store.Kind, "databases", len(cfg.Databases))
-	err = d.Run(hard)
-	if errors.Is(err, context.Canceled) && hard.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-// daemonStatus is /status: the controller's, the process's id, and the LSN monitor's
-// stats_pgsql_lsn view when it runs one.
-type daemonStatus struct {
-	controller.Status
-	PID int                 `json:"pid"`
-	LSN *controller.LSNView `json:"lsn,omitempty"`
+	return daemon.Serve(cmd.Context(), c.cfg, st, daemon.Options{Log: c.log, Open: c.opener()})
 }

@@ -10,6 +10,7 @@ import (
 
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/controller"
+	"loam.dev/router/controller/daemon"
 )
 
 func newStoreServeCmd(c *cli) *cobra.Command {
@@ -33,20 +34,20 @@ is the URL.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			addr, _ := cmd.Flags().GetString("listen")
 			hosts, _ := cmd.Flags().GetStringSlice("host")
-			ls, err := c.listen("--listen", addr, hosts)
+			ls, err := daemon.Listen(c.cfg, "--listen", addr, hosts)
 			if err != nil {
 				return err
 			}
 			st, err := c.openStoreFor(cmd.Context(), true)
 			if err != nil {
-				ls.l.Close()
+				ls.Close()
 				return err
 			}
 			defer st.Close()
 			go controller.KeepPruning(cmd.Context(), st, c.cfg.Retention, c.log)
-			srv := ls.serve(httpstore.Handler(st, ls.opts), c.log)
-			fmt.Fprintln(cmd.OutOrStdout(), ls.url())
-			c.log.Info("serving the store", "url", ls.url(), "store", c.cfg.Store.Kind, "credentials", len(c.cfg.Credentials))
+			srv := ls.Serve(httpstore.Handler(st, ls.Options()), c.log)
+			fmt.Fprintln(cmd.OutOrStdout(), ls.URL())
+			c.log.Info("serving the store", "url", ls.URL(), "store", c.cfg.Store.Kind, "credentials", len(c.cfg.Credentials))
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

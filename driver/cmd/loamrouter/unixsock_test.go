@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/controller"
+	"loam.dev/router/controller/daemon"
 )
 
 // TestUnixSocketListen: controller.listen = "unix:<path>" serves without a credential on a
@@ -40,7 +41,6 @@ func TestUnixSocketListen(t *testing.T) {
 	open := filepath.Join(dir, "open")
 	require.NoError(t, os.MkdirAll(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o777))
-	c := &cli{cfg: &controller.Config{}}
-	_, err = c.listen("controller.listen", "unix:"+filepath.Join(open, "ctl.sock"), nil)
+	_, err = daemon.Listen(&controller.Config{}, "controller.listen", "unix:"+filepath.Join(open, "ctl.sock"), nil)
 	require.ErrorContains(t, err, "is writable by others")
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // TestStorePolicy: what each role may write, key space by key space; the audit log is
 // append-only for both and stamped with the caller; a lease's TTL is capped.
 func TestStorePolicy(t *testing.T) {
-	allow := storePolicy(time.Minute)
+	allow := StorePolicy(time.Minute)
 	ops := httpstore.Identity{Name: "ops", Role: httpstore.RoleOperator}
 	ctl := httpstore.Identity{Name: "ctl", Role: httpstore.RoleController}
 	lease := func(ttl time.Duration) []byte {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/tls"
@@ -19,26 +19,9 @@ import (
 	"loam.dev/router/driver"
 )
 
-// clientOptions are the options of a client of a store server: the token (from --token-env
-// when given, else the config's key) and TLS with the configured CA.
-func (c *cli) clientOptions(key, env, file string) (*httpstore.Options, error) {
-	if c.tokenEnv != "" {
-		env, file, key = c.tokenEnv, "", "--token-env"
-	}
-	tok, k, err := controller.ReadToken(key, env, file)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", k, err)
-	}
-	t := c.cfg.TLS
-	conf, err := httpstore.ClientTLS(t.CAFile, t.ClientCertFile, t.ClientKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("tls.ca_file / tls.client_cert_file: %w", err)
-	}
-	return &httpstore.Options{Token: tok, TLSConfig: conf}, nil
-}
-
-// listener is one of this process's servers: the address, what it accepts, and its TLS.
-type listener struct {
+// Listener is one of this process's servers of the store API (controller.listen,
+// store-serve's --listen): the address, who it accepts, and its TLS. Listen opens one.
+type Listener struct {
 	addr  string
 	opts  *httpstore.Options
 	tls   *tls.Config
@@ -51,12 +34,13 @@ type listener struct {
 // descriptor limit.
 const maxConns = 256
 
-// listen opens a server of the store API at addr (key names the setting in messages).
-// It refuses to start without a credential, and off a loopback address without TLS.
-func (c *cli) listen(key, addr string, hosts []string) (*listener, error) {
-	cfg := c.cfg
+// Listen opens a server of the store API at addr for cfg's [[credentials]] and [tls]
+// (key names the setting in messages; hosts are the extra names clients reach it by). It
+// refuses to start without a credential, and off a loopback address without TLS: secure by
+// default, whichever binary serves. "unix:<path>" serves a socket of mode 0600 instead.
+func Listen(cfg *controller.Config, key, addr string, hosts []string) (*Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		return c.listenUnix(key, path)
+		return listenUnix(cfg, key, path)
 	}
 	if len(cfg.Credentials) == 0 {
 		return nil, fmt.Errorf("%s %s serves the store API, but loam.toml has no [[credentials]]: add one, e.g.\n"+
@@ -70,9 +54,9 @@ func (c *cli) listen(key, addr string, hosts []string) (*listener, error) {
 	if len(allowed) == 0 {
 		return nil, fmt.Errorf("%s %s binds every interface: list the names clients reach it as in controller.hosts (e.g. [\"ctl.example.com:9464\"]), so that a request for another name (DNS rebinding) is refused", key, addr)
 	}
-	s := &listener{addr: addr, opts: &httpstore.Options{
+	s := &Listener{addr: addr, opts: &httpstore.Options{
 		Credentials: cfg.AcceptedCredentials(),
-		Authorize:   storePolicy(cfg.Controller.LeaseMaxTTL.Duration),
+		Authorize:   StorePolicy(cfg.Controller.LeaseMaxTTL.Duration),
 		Hosts:       allowed,
 		ReadTimeout: cfg.Controller.ReadTimeout.Duration,
 	}}
@@ -105,7 +89,7 @@ func (c *cli) listen(key, addr string, hosts []string) (*listener, error) {
 // listenUnix serves on a Unix socket of mode 0600 in a directory of its owner's: only the
 // user running the daemon can connect, so the caller needs no credential and is that user,
 // as a controller (it could read the daemon's own credentials anyway).
-func (c *cli) listenUnix(key, path string) (*listener, error) {
+func listenUnix(cfg *controller.Config, key, path string) (*Listener, error) {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -128,15 +112,15 @@ func (c *cli) listenUnix(key, path string) (*listener, error) {
 		return nil, fmt.Errorf("%s unix:%s: %w", key, path, err)
 	}
 	who := fmt.Sprintf("unix:uid-%d", os.Getuid())
-	return &listener{addr: "unix:" + path, l: httpstore.LimitListener(l, maxConns), opts: &httpstore.Options{
+	return &Listener{addr: "unix:" + path, l: httpstore.LimitListener(l, maxConns), opts: &httpstore.Options{
 		Local:       &httpstore.Identity{Name: who, Role: httpstore.RoleController},
-		Authorize:   storePolicy(c.cfg.Controller.LeaseMaxTTL.Duration),
-		ReadTimeout: c.cfg.Controller.ReadTimeout.Duration,
+		Authorize:   StorePolicy(cfg.Controller.LeaseMaxTTL.Duration),
+		ReadTimeout: cfg.Controller.ReadTimeout.Duration,
 	}}, nil
 }
 
-// url is the listener's address as a client dials it (http, https, or unix:<path>).
-func (s *listener) url() string {
+// URL is the listener's address as a client dials it (http, https, or unix:<path>).
+func (s *Listener) URL() string {
 	if strings.HasPrefix(s.addr, "unix:") {
 		return s.addr
 	}
@@ -146,8 +130,15 @@ func (s *listener) url() string {
 	return "http://" + s.l.Addr().String()
 }
 
-// serve serves h until the server is closed; SIGHUP reloads the certificate.
-func (s *listener) serve(h http.Handler, log *slog.Logger) *http.Server {
+// Options are what the listener accepts (its credentials, policy, hosts): wrap handlers
+// with httpstore.Authenticate(l.Options(), h), serve the store with httpstore.Handler.
+func (s *Listener) Options() *httpstore.Options { return s.opts }
+
+// Close closes a listener that is not served yet (a later step of the start failed).
+func (s *Listener) Close() error { return s.l.Close() }
+
+// Serve serves h until the server is closed; SIGHUP reloads the certificate.
+func (s *Listener) Serve(h http.Handler, log *slog.Logger) *http.Server {
 	srv := httpstore.NewServer(h, s.opts)
 	go func() { _ = srv.Serve(s.l) }()
 	if s.certs != nil {
@@ -167,13 +158,13 @@ func (s *listener) serve(h http.Handler, log *slog.Logger) *http.Server {
 	return srv
 }
 
-// storePolicy is who may touch what in the store: every credential reads; both roles
+// StorePolicy is who may touch what in the store: every credential reads; both roles
 // change records and requests (request/); only a controller writes machine snapshots
 // (machine/), the lease (lease/) and histories (history/); the audit log (audit/) is
 // append-only for everyone (retention runs in the store's own process) and each entry is
 // stamped with the identity that wrote it (a controller's relayed entry keeps the stamp of
 // the API that took it); a lease's TTL may not exceed maxTTL.
-func storePolicy(maxTTL time.Duration) func(httpstore.Identity, *httpstore.Access) error {
+func StorePolicy(maxTTL time.Duration) func(httpstore.Identity, *httpstore.Access) error {
 	return func(id httpstore.Identity, a *httpstore.Access) error {
 		if !a.Write() || a.Op == "cas" {
 			return nil // reads; a record's CAS is an operator's map apply or a controller's step
