@@ -25,6 +25,7 @@
 // (PgDog, Postgres, Vitess, etcd, a ConfigMap directory) from a config and runs every
 // machine of every database under one lease. Its dependencies are the machines, the
 // driver and the adapters: no simulator, no conformance test helpers (a test checks
-// `go list -deps`). cmd/loamrouter is its front: flags, the HTTP listener, output and the
-// commands' wording.
+// `go list -deps`). controller/daemon is the process around it (the store, the
+// authenticated listener, the drain), which cmd/loamrouter (flags, output, the commands'
+// wording) and adapters/kubernetes's loamrouter-kubernetes both run.
 package controller

@@ -21,6 +21,11 @@
 // ConfigPush with configpush.Options.AwaitFiles and answer its AwaitFiles with
 // VisibleGeneration on the directory where the pod mounts them.
 //
+// Fleets is the controller's opener on Kubernetes (controller.WithFleets): for each
+// database whose [databases.target] kind is "kubernetes" it gives the fleet this Target,
+// FilesSeen on the routers' config_dir and a PodRoster. cmd/loamrouter-kubernetes is the
+// daemon of `loamrouter serve` (controller/daemon) with it: what deploy/kubernetes runs.
+//
 // Role is the least RBAC a Target needs (get and update on the two named objects); the
 // manifests in deploy/kubernetes are the controller and PgDog deployments that use it, and
 // the tests apply them to a real kube-apiserver (conformance/kubetest).

@@ -61,6 +61,8 @@ Keys of loam.toml (all optional but [[databases]]):
   [[databases]] namespace, name, files_dir, app_user, app_password_env, admin_user,
                admin_password_env, schema_admin, schema_admin_password_env, shard_user,
                shard_password_env, shard_sslmode, insecure
+    [databases.target]    kind (files; kubernetes: run by loamrouter-kubernetes, the module
+                          adapters/kubernetes), namespace, configmap, secret, pods, container
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
     [databases.indoubt]   enabled, period, threshold, stuck_after, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
