@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,9 @@ var kube = kubetest.NewShared(controller, stale, small)
 func TestMain(m *testing.M) {
 	code := m.Run()
 	kube.Close()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
 	os.Exit(code)
 }
 
