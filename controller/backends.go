@@ -182,7 +182,9 @@ func OpenFleet(ctx context.Context, dc *DatabaseConfig) (*Fleet, error) {
 
 // placedByTarget is a router's files when the database's target puts them where the
 // router reads them (a ConfigMap the kubelet projects): the router's Apply writes nothing,
-// it reloads.
+// it reloads. It cannot know the files arrived: ConfigPush's AwaitFiles (when the fleet
+// has FilesSeen) holds the RELOAD until they did, and the adapter's SHOW POOLS check
+// (pgdog.ErrNotLoaded, retried) keeps a RELOAD of old files from being confirmed.
 type placedByTarget struct{ kind string }
 
 func (placedByTarget) WriteFiles(context.Context, uint64, render.Files) error { return nil }

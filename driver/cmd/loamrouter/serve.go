@@ -92,5 +92,5 @@ func (c *cli) serve(cmd *cobra.Command) error {
 		return err
 	}
 	defer st.Close()
-	return daemon.Serve(cmd.Context(), c.cfg, st, daemon.Options{Log: c.log, Open: c.opener()})
+	return daemon.Serve(cmd.Context(), c.cfg, st, daemon.Options{Log: c.log, Open: c.open})
 }
