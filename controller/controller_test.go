@@ -14,6 +14,7 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/controller"
+	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/cutover"
 )
@@ -90,41 +91,56 @@ func TestRequests(t *testing.T) {
 	require.True(t, errors.Is(err, adapters.ErrNotFound), "no outcome before a controller ran it: %v", err)
 }
 
-// TestFleetFilesSeenHoldsTheReload: a fleet whose files reach the routers late (the
-// kubelet projecting a ConfigMap) gives FilesSeen; the push then reloads no router before
-// it sees the pushed generation, however often it asks, and reloads it once it does.
-func TestFleetFilesSeenHoldsTheReload(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+// oneRouter runs a controller of one database with one router, r1, on a memory store
+// holding a record; fleet fills r1 (told of its reloads on the channel) into the fleet. It
+// returns the record and the channel of r1's reloads; the controller is drained when the
+// test ends.
+func oneRouter(t *testing.T, tc controller.TargetConfig, fleet func(f *controller.Fleet, r1 router)) (*shardmap.Record, <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	st := memstore.New()
 	ref := adapters.DBRef{Namespace: "default", Database: "app"}
 	rec := shardmap.NewPgHash("app", shardmap.Key{Column: "id", Type: shardmap.Bigint},
 		shardmap.Backend{Host: "10.0.0.1", Port: 5432, Database: "app"})
 	_, err := st.CAS(ctx, ref, 0, rec)
 	require.NoError(t, err)
-	t.Setenv("FILES_SEEN_PW", "secret")
+	t.Setenv("ONE_ROUTER_PW", "secret")
 	off := false
-	cfg := controller.Config{Controller: controller.ControllerConfig{ID: "seen", Listen: "off"},
-		Databases: []controller.DatabaseConfig{{Name: "app", Insecure: true, AppUser: "app", AppPasswordEnv: "FILES_SEEN_PW", AdminPasswordEnv: "FILES_SEEN_PW",
-			InDoubt: controller.InDoubtConfig{Enabled: &off}, Routers: []controller.RouterConfig{{ID: "r1", Admin: "unused:1"}}}}}
-	var mu sync.Mutex
-	gens := map[string]uint64{}
+	cfg := controller.Config{Controller: controller.ControllerConfig{ID: "one", Listen: "off"},
+		Databases: []controller.DatabaseConfig{{Name: "app", Insecure: true, AppUser: "app", AppPasswordEnv: "ONE_ROUTER_PW", AdminPasswordEnv: "ONE_ROUTER_PW",
+			Target: tc, InDoubt: controller.InDoubtConfig{Enabled: &off}, Routers: []controller.RouterConfig{{ID: "r1", Admin: "unused:1"}}}}}
 	reloaded := make(chan string, 4)
-	var visible, asked atomic.Uint64
+	r1 := router{id: "r1", mu: &sync.Mutex{}, gens: map[string]uint64{}, reloaded: reloaded}
 	fleets := func(ctx context.Context, dc *controller.DatabaseConfig) (*controller.Fleet, error) {
 		f := controller.NewFleet()
-		f.Routers["r1"] = router{id: "r1", mu: &mu, gens: gens, reloaded: reloaded}
 		f.Target = target{}
-		f.FilesSeen = func(_ context.Context, id string) (uint64, error) {
-			asked.Add(1)
-			return visible.Load(), nil
-		}
+		fleet(f, r1)
 		return f, nil
 	}
 	ctl, err := controller.New(cfg, controller.WithStore(st), controller.WithFleets(fleets))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
+	t.Cleanup(func() {
+		ctl.Drain()
+		require.NoError(t, <-done)
+		cancel()
+	})
+	return rec, reloaded
+}
+
+// TestFleetFilesSeenHoldsTheReload: a fleet whose files reach the routers late (the
+// kubelet projecting a ConfigMap) gives FilesSeen; the push then reloads no router before
+// it sees the pushed generation, however often it asks, and reloads it once it does.
+func TestFleetFilesSeenHoldsTheReload(t *testing.T) {
+	var visible, asked atomic.Uint64
+	rec, reloaded := oneRouter(t, controller.TargetConfig{}, func(f *controller.Fleet, r1 router) {
+		f.Routers["r1"] = r1
+		f.FilesSeen = func(_ context.Context, id string) (uint64, error) {
+			asked.Add(1)
+			return visible.Load(), nil
+		}
+	})
 	require.Eventually(t, func() bool { return asked.Load() >= 3 }, time.Minute, 10*time.Millisecond, "the push asks what r1 sees")
 	select {
 	case r := <-reloaded:
@@ -135,9 +151,39 @@ func TestFleetFilesSeenHoldsTheReload(t *testing.T) {
 	select {
 	case r := <-reloaded:
 		require.Equal(t, fmt.Sprintf("r1 reloaded generation %d (2 files)", rec.Generation), r)
-	case <-ctx.Done():
+	case <-time.After(2 * time.Minute):
 		t.Fatal("no reload once the files were visible")
 	}
-	ctl.Drain()
-	require.NoError(t, <-done)
+}
+
+// notLoaded is a router whose first fails RELOADs re-read the old files (the kubelet has
+// not projected the new ones yet), as the PgDog adapter reports it (ErrNotLoaded).
+type notLoaded struct {
+	router
+	fails *atomic.Int64
+}
+
+func (r notLoaded) Apply(ctx context.Context, gen uint64, files render.Files) (adapters.Applied, error) {
+	if r.fails.Add(-1) >= 0 {
+		return adapters.Applied{}, errors.New("RELOAD re-read the old files (generation marker not shown)")
+	}
+	return r.router.Apply(ctx, gen, files)
+}
+
+// TestLateFilesRetriedLonger: a target whose files reach the routers late, with no
+// FilesSeen to wait on (kind kubernetes without config_dir), retries a RELOAD that re-read
+// old files past the default five attempts, so a slow kubelet does not leave the pod
+// stuck on the push.
+func TestLateFilesRetriedLonger(t *testing.T) {
+	fails := &atomic.Int64{}
+	fails.Store(6) // one more than configpush's default MaxAttempts
+	rec, reloaded := oneRouter(t, controller.TargetConfig{Kind: controller.TargetKubernetes, ConfigMap: "pgdog", Secret: "pgdog-users"}, func(f *controller.Fleet, r1 router) {
+		f.Routers["r1"] = notLoaded{r1, fails}
+	})
+	select {
+	case r := <-reloaded:
+		require.Equal(t, fmt.Sprintf("r1 reloaded generation %d (2 files)", rec.Generation), r)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the RELOAD was given up on before the files arrived")
+	}
 }

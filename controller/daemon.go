@@ -305,6 +305,13 @@ func (d *Controller) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref 
 		}
 	}()
 	opts := configpush.Options{AwaitFiles: f.FilesSeen != nil}
+	if f.FilesSeen == nil && dc.Target.Kind != TargetFiles {
+		// The target's files reach the routers late (the kubelet projects a ConfigMap a
+		// minute or more after the write) and nothing tells when: a RELOAD that re-read the
+		// old files fails its check (SHOW POOLS) and is retried, for as long as a wait for
+		// the files would be (configpush's AwaitAttempts default, about 4.5 minutes).
+		opts.MaxAttempts = lateFilesAttempts
+	}
 	exec := &driver.ConfigPushExecutor{
 		Target:    d.target(dc, f),
 		Instance:  driver.Lookup(f.Routers),
@@ -345,6 +352,10 @@ func (d *Controller) runConfigPush(ctx context.Context, dc *DatabaseConfig, ref 
 		})
 	})
 }
+
+// lateFilesAttempts bounds each step of a push whose files reach the routers late with no
+// way to see them arrive: as many attempts as configpush gives a wait for the files.
+const lateFilesAttempts = 30
 
 // rerender renders the files of the database's record now (a restored push's files, which
 // its snapshot does not keep).
