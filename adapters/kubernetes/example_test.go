@@ -11,6 +11,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/kubernetes"
+	ctl "loam.dev/router/controller"
 	"loam.dev/router/kernel/render"
 )
 
@@ -55,4 +56,39 @@ func ExampleRole() {
 	// Output:
 	// [configmaps] [pgdog] [get update]
 	// [secrets] [pgdog-users] [get update]
+}
+
+// An embedding control plane on Kubernetes plugs Fleets into its controller: the
+// database's [databases.target] names the ConfigMap and the Secret, and its fleet writes
+// them (cmd/loamrouter-kubernetes does the same around controller/daemon).
+func ExampleFleets() {
+	cfg, err := ctl.ParseConfig("loam.toml", []byte(`
+[[databases]]
+name = "app"
+insecure = true
+
+[databases.target]
+kind = "kubernetes"
+configmap = "pgdog"
+secret = "pgdog-users"
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	open, err := kubernetes.Fleets(fake.NewClientset(), cfg, "db")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f, err := open(context.Background(), &cfg.Databases[0])
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	fmt.Println("files go to:", f.Target)
+	// ctl.New(*cfg, ctl.WithStore(store), ctl.WithFleets(open)) runs it.
+	// Output:
+	// files go to: ConfigMap db/pgdog
 }
