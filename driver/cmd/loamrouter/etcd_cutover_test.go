@@ -21,15 +21,15 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/conformance/etcdtest"
-	"loam.dev/router/conformance/pgtest"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/pglaunch"
+	"loam.dev/router/refrouter"
 )
 
 // The cutover fault test (a) with every part in a process of its own: three reference
-// routers (conformance/refrouter/cmd/refrouter, PgDog's admin protocol on the wire), two
+// routers (refrouter/cmd/refrouter, PgDog's admin protocol on the wire), two
 // `loamrouter serve` controllers on a three-member etcd, the clients in this test writing
 // through the routers over the wire.
 
@@ -43,7 +43,7 @@ func refrouterBinary(t *testing.T) string {
 	defer buildMu.Unlock()
 	if refrouterBin == "" {
 		p := filepath.Join(binDir, "refrouter")
-		out, err := exec.Command("go", "build", "-o", p, "loam.dev/router/conformance/refrouter/cmd/refrouter").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", p, "loam.dev/router/refrouter/cmd/refrouter").CombinedOutput()
 		require.NoError(t, err, "go build refrouter: %s", out)
 		refrouterBin = p
 	}
@@ -141,7 +141,7 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres, etcd and router processes; not in -short")
 	}
-	if _, err := pgtest.BinDir(); err != nil {
+	if _, err := pglaunch.BinDir(); err != nil {
 		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
 			t.Fatalf("LOAM_REQUIRE_REAL=1 but %v", err)
 		}
@@ -157,14 +157,14 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	root := t.TempDir()
 
 	// Two Postgres servers: the source shards and the destination shards.
-	settings := pgtest.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
+	settings := pglaunch.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
 		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"})
 	w := &demoWorld{}
 	var err error
-	w.src, err = pgtest.StartContext(ctx, settings)
+	w.src, err = pglaunch.Start(ctx, settings)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.src.Close() })
-	w.dst, err = pgtest.StartContext(ctx, settings)
+	w.dst, err = pglaunch.Start(ctx, settings)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.dst.Close() })
 	rec, target, err := w.createShards(ctx)
