@@ -92,38 +92,19 @@ func cutoverControllerConfig(id, listen, store, files string, ttl time.Duration,
 	for i, rid := range slices.Sorted(maps.Keys(routers)) {
 		fmt.Fprintf(&rs, "[[databases.routers]]\nid = %q\nadmin = %q\nconfig_dir = %q\nnode_id = \"%d\"\n", rid, routers[rid][0], routers[rid][1], i+1)
 	}
-	return fmt.Sprintf(`[controller]
-id = %q
-lease_ttl = %q
-listen = %q
-drain_timeout = "10s"
-read_timeout = "3s"
-token_env = "LOAM_TEST_OPS_TOKEN"
-
-[store]
-%s
-
-[[databases]]
-name = "app"
-files_dir = %q
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-admin_password_env = "LOAM_TEST_ADMIN_PW"
-schema_admin = "migrator"
+	return daemonTOML{ID: id, LeaseTTL: ttl.String(), Listen: listen, Controller: "drain_timeout = \"10s\"\nread_timeout = \"3s\"", Store: store, FilesDir: files,
+		DB: pgdogFleetKeys + `schema_admin = "migrator"
 schema_admin_password_env = "LOAM_TEST_COPY_PW"
-insecure = true
 shard_user = "postgres"
 shard_sslmode = "disable"
-[databases.indoubt]
-enabled = false
-[databases.cutover]
+` + indoubtOff + fmt.Sprintf(`[databases.cutover]
 designated = %q
 publication = "loam_app"
 lag_threshold_bytes = 1048576
 poll_every = "50ms"
 grace = "200ms"
 retry_after = "100ms"
-%s`+testAuth, id, ttl.String(), listen, store, files, demoDesig, rs.String())
+%s`, demoDesig, rs.String())}.String()
 }
 
 // TestEtcdLeaderKilledMidCutoverProcesses is fault test (a) with two `loamrouter serve`
