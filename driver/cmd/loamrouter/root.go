@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -174,15 +175,23 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 		return nil, fmt.Errorf("store.dir %s: %w", s.Dir, err)
 	}
 	path := filepath.Join(s.Dir, "loam.db")
-	wait := lockWait
+	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: lockWait})
+	if own && errors.Is(err, boltstore.ErrLocked) {
+		// A command may hold the file for a moment; anything longer is another process
+		// that owns it, which the operator must hear about now, not after the wait.
+		c.log.Warn("the embedded store's file is locked by another process (another loamrouter on this store.dir?); waiting for it", "file", path, "wait", daemonLockWait)
+		b, err = boltstore.Open(path, &boltstore.Options{LockTimeout: daemonLockWait})
+	}
 	if own {
-		wait = 10 * time.Second
+		if err != nil {
+			return nil, fmt.Errorf("store.dir %s: %w: stop the process that holds it, or give this daemon a store.dir of its own", s.Dir, err)
+		}
+		return b, nil
 	}
-	b, err := boltstore.Open(path, &boltstore.Options{LockTimeout: wait})
-	if err == nil || own {
-		return b, err
+	if err == nil {
+		return b, nil
 	}
-	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
+	if errors.Is(err, boltstore.ErrLocked) && c.cfg.Controller.Listen != "off" {
 		h, herr := c.dial(c.daemonURL(), "controller.token", c.cfg.Controller.TokenEnv, c.cfg.Controller.TokenFile)
 		if herr == nil {
 			if _, perr := h.ListBlobs(ctx, "lease/"); perr == nil {
@@ -239,6 +248,10 @@ func (c *cli) emit(w io.Writer, v any, text func(io.Writer) error) error {
 // lockWait is how long a command waits for the embedded store's file lock before it looks
 // for a daemon holding it.
 const lockWait = 300 * time.Millisecond
+
+// daemonLockWait is how much longer serve waits for that lock, saying so first, before it
+// gives up naming the file.
+const daemonLockWait = 10 * time.Second
 
 // cliAudit is the audit log of an operator's command, signed by who ran it.
 func (c *cli) audit(st adapters.BlobStore) *driver.Audit {
