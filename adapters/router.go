@@ -8,7 +8,7 @@ import (
 )
 
 // RouterInstance is one router process. For PgDog it is an instance's admin database;
-// the reference router (conformance/refrouter) and the simulator's model implement it too.
+// the reference router (refrouter) and the simulator's model implement it too.
 type RouterInstance interface {
 	// ID names the instance (a pod name, or PgDog's NODE_ID).
 	ID() string

@@ -27,6 +27,10 @@ var (
 	bucketBlobs   = []byte("blobs")
 )
 
+// ErrLocked means another process holds the store file's lock (bbolt allows one process
+// at a time) for longer than Options.LockTimeout.
+var ErrLocked = errors.New("locked by another process")
+
 // Store is safe for concurrent use.
 type Store struct {
 	db   *bolt.DB
@@ -101,7 +105,7 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 	case err == nil:
 		return db, nil
 	case errors.Is(err, bolterr.ErrTimeout):
-		return nil, fmt.Errorf("boltstore: %s is locked by another process (is another loamrouter using this data directory?): %w", path, err)
+		return nil, fmt.Errorf("boltstore: %s is %w (is another loamrouter using this data directory?), still after %v: %w", path, ErrLocked, timeout, err)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrChecksum), errors.Is(err, bolterr.ErrVersionMismatch):
 		return nil, fmt.Errorf("boltstore: %s: %w: %v (restore it from a backup, or move it aside to start empty)", path, adapters.ErrCorrupt, err)
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):

@@ -109,7 +109,9 @@ func TestLockedFileNamesTheCause(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = boltstore.Open(path, &boltstore.Options{LockTimeout: 100 * time.Millisecond})
-	require.ErrorContains(t, err, "locked by another process")
+	require.ErrorIs(t, err, boltstore.ErrLocked)
+	require.ErrorContains(t, err, path+" is locked by another process")
+	require.ErrorContains(t, err, "after 100ms", "the error says how long it waited")
 }
 
 func TestClosedStoreSaysSo(t *testing.T) {

@@ -13,12 +13,12 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/kubernetes"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
+	"loam.dev/router/refrouter"
 )
 
 // pod is one PgDog pod as the push sees it: a reference router reading the files its

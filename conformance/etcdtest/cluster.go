@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // EnvBinary names the etcd binary to run instead of etcd on PATH.
@@ -75,7 +75,7 @@ type Member struct {
 	bin       string
 	initial   string // --initial-cluster
 	token     string
-	proc      *testproc.Proc
+	proc      *serverproc.Proc
 	down      bool // stopped or killed by the test: not expected to run
 }
 
@@ -110,11 +110,11 @@ func start(bin, dir string, n int) (*Cluster, error) {
 	var peers []string
 	token := fmt.Sprintf("loam-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for i := range n {
-		cp, err := testproc.FreePort()
+		cp, err := serverproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		pp, err := testproc.FreePort()
+		pp, err := serverproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (m *Member) launch(fresh bool) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig: an interrupted test binary leaves no member behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p, err := testproc.Start(cmd)
+	p, err := serverproc.Start(cmd)
 	logf.Close()
 	if err != nil {
 		return fmt.Errorf("etcdtest: starting %s: %w", m.Name, err)
@@ -228,7 +228,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	return c.poll(ctx, "cluster not healthy", func(cl *clientv3.Client) error {
 		for _, m := range c.Members {
 			if m.proc != nil && !m.down && !m.running() {
-				return permanent{fmt.Errorf("etcdtest: %s exited (%v); log tail:\n%s", m.Name, m.proc.State(), testproc.LogTail(m.logPath))}
+				return permanent{fmt.Errorf("etcdtest: %s exited (%v); log tail:\n%s", m.Name, m.proc.State(), serverproc.LogTail(m.logPath))}
 			}
 		}
 		var leader uint64
@@ -366,7 +366,7 @@ func (m *Member) Restart() error {
 }
 
 // Log is the end of the member's log, for failure messages.
-func (m *Member) Log() string { return testproc.LogTail(m.logPath) }
+func (m *Member) Log() string { return serverproc.LogTail(m.logPath) }
 
 func (c *Cluster) stopAll() {
 	for _, m := range c.Members {

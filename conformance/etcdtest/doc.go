@@ -1,6 +1,6 @@
 // Package etcdtest runs throwaway etcd clusters for tests: one or three members of the
 // etcd binary Debian ships (etcd-server, 3.4), on 127.0.0.1 ports found free, each in a temp
-// directory of its own, started and stopped through conformance/internal/testproc like
+// directory of its own, started and stopped through internal/serverproc like
 // pgtest's servers.
 //
 // Fault tests need to hurt one member at a time, so a Member can be killed (SIGKILL),

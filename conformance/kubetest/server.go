@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // EnvKubeBin names the directory holding kube-apiserver and etcd.
@@ -50,7 +50,7 @@ type Server struct {
 
 	dir          string
 	tokens       map[string]string // user → bearer token
-	etcd, apisrv *testproc.Proc
+	etcd, apisrv *serverproc.Proc
 }
 
 // Token returns the bearer token of user, one of the users the server was started with,
@@ -218,7 +218,7 @@ func start(ctx context.Context, bin string, users []string) (_ *Server, err erro
 	}
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = testproc.FreePort(); err != nil {
+		if ports[i], err = serverproc.FreePort(); err != nil {
 			return nil, fmt.Errorf("kubetest: %w", err)
 		}
 	}
@@ -264,7 +264,7 @@ func start(ctx context.Context, bin string, users []string) (_ *Server, err erro
 	return s, nil
 }
 
-func run(path, logPath string, args ...string) (*testproc.Proc, error) {
+func run(path, logPath string, args ...string) (*serverproc.Proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
@@ -273,7 +273,7 @@ func run(path, logPath string, args ...string) (*testproc.Proc, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p, err := testproc.Start(cmd)
+	p, err := serverproc.Start(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: starting %s: %w", path, err)
 	}
@@ -289,11 +289,11 @@ func (s *Server) waitReady(ctx context.Context, certs, etcdLog, apiLog string) e
 	for {
 		select {
 		case <-s.etcd.Exited():
-			return fmt.Errorf("kubetest: etcd %w (%s); its log:\n%s", errExitedEarly, s.etcd.State(), testproc.LogTail(etcdLog))
+			return fmt.Errorf("kubetest: etcd %w (%s); its log:\n%s", errExitedEarly, s.etcd.State(), serverproc.LogTail(etcdLog))
 		case <-s.apisrv.Exited():
-			return fmt.Errorf("kubetest: kube-apiserver %w (%s); its log:\n%s", errExitedEarly, s.apisrv.State(), testproc.LogTail(apiLog))
+			return fmt.Errorf("kubetest: kube-apiserver %w (%s); its log:\n%s", errExitedEarly, s.apisrv.State(), serverproc.LogTail(apiLog))
 		case <-ctx.Done():
-			return fmt.Errorf("kubetest: kube-apiserver not ready after %s (last: %v); its log:\n%s", startTimeout, last, testproc.LogTail(apiLog))
+			return fmt.Errorf("kubetest: kube-apiserver not ready after %s (last: %v); its log:\n%s", startTimeout, last, serverproc.LogTail(apiLog))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if s.CA == nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // TestRealStart: a server starts with the requested options, writes a GTID binary log, and
@@ -66,9 +66,9 @@ func TestRealPortClash(t *testing.T) {
 			taken = false
 			return a.Port, nil
 		}
-		return testproc.FreePort()
+		return serverproc.FreePort()
 	}
-	t.Cleanup(func() { pickPort = testproc.FreePort })
+	t.Cleanup(func() { pickPort = serverproc.FreePort })
 	b := Start(t)
 	require.False(t, taken, "the clash was staged")
 	require.NotEqual(t, a.Port, b.Port)

@@ -20,7 +20,7 @@ import (
 
 	mysqladapter "loam.dev/router/adapters/mysql"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // Server is one running MariaDB server.
@@ -34,8 +34,8 @@ type Server struct {
 
 	primary *Server
 	bins    Binaries
-	root    string         // the private directory holding DataDir, the socket and the log
-	proc    *testproc.Proc // mariadbd
+	root    string           // the private directory holding DataDir, the socket and the log
+	proc    *serverproc.Proc // mariadbd
 }
 
 // startTimeout bounds how long a server may take to accept connections.
@@ -118,7 +118,7 @@ func (s *Server) Close() error {
 var errPortTaken = errors.New("port taken")
 
 // pickPort chooses a server's port; tests replace it to force a clash.
-var pickPort = testproc.FreePort
+var pickPort = serverproc.FreePort
 
 func (s *Server) logPath() string { return filepath.Join(s.root, "error.log") }
 
@@ -159,7 +159,7 @@ func (s *Server) startServer(extra []string) error {
 	args = append(args, extra...)
 	os.Remove(s.logPath())
 	cmd := command(s.bins.Server, args...)
-	proc, err := testproc.Start(cmd)
+	proc, err := serverproc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("mysqltest: starting %s: %w", s.bins.Server, err)
 	}
@@ -215,7 +215,7 @@ func (s *Server) ping() error {
 	return nil
 }
 
-func (s *Server) logTail() string { return testproc.LogTail(s.logPath()) }
+func (s *Server) logTail() string { return serverproc.LogTail(s.logPath()) }
 
 // Stop shuts the server down now (open connections are ended; committed data stays); the
 // cleanup registered by Start then only removes its files. Stopping twice is harmless.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"loam.dev/router/adapters/configmap"
-	"loam.dev/router/conformance/internal/testproc"
-	"loam.dev/router/conformance/pgtest"
+	"loam.dev/router/internal/serverproc"
 	"loam.dev/router/kernel/render"
+	"loam.dev/router/pglaunch"
 )
 
 // EnvBin names the PgDog binary the tests run.
@@ -80,7 +80,7 @@ type Instance struct {
 
 	bin  string
 	root string
-	proc *testproc.Proc
+	proc *serverproc.Proc
 }
 
 // startTimeout bounds how long an instance may take to listen.
@@ -118,7 +118,7 @@ func Start(t testing.TB, generation uint64, files render.Files) *Instance {
 func (i *Instance) LogPath() string { return filepath.Join(i.root, "pgdog.log") }
 
 // LogTail is the end of the log, for a failure message.
-func (i *Instance) LogTail() string { return testproc.LogTail(i.LogPath()) }
+func (i *Instance) LogTail() string { return serverproc.LogTail(i.LogPath()) }
 
 // start runs PgDog on a free port, trying another when the one found was taken meanwhile.
 func (i *Instance) start(ctx context.Context) error {
@@ -136,7 +136,7 @@ var errPortTaken = errors.New("port taken")
 func (i *Instance) startOnce(ctx context.Context) error {
 	port := i.Port
 	if port == 0 {
-		p, err := testproc.FreePort()
+		p, err := serverproc.FreePort()
 		if err != nil {
 			return fmt.Errorf("pgdogtest: %w", err)
 		}
@@ -150,14 +150,14 @@ func (i *Instance) startOnce(ctx context.Context) error {
 	cmd := exec.Command(i.bin, "--config", filepath.Join(i.Dir, render.PgDogConfigFile), "--users", filepath.Join(i.Dir, render.PgDogUsersFile))
 	cmd.Dir = i.root
 	cmd.Env = append(os.Environ(), "PGDOG_HOST=127.0.0.1", "PGDOG_PORT="+strconv.Itoa(port), "PGDOG_WORKERS=1", "NO_COLOR=1")
-	if pgBin, err := pgtest.BinDir(); err == nil {
+	if pgBin, err := pglaunch.BinDir(); err == nil {
 		// COPY_DATA and RESHARD sync the schema with pg_dump, found on PATH: the one of the
-		// servers pgtest starts.
+		// servers pglaunch starts.
 		cmd.Env = append(cmd.Env, "PATH="+pgBin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	proc, err := testproc.Start(cmd)
+	proc, err := serverproc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("pgdogtest: starting %s: %w", i.bin, err)
 	}

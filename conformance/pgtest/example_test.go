@@ -2,8 +2,6 @@ package pgtest_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -27,19 +25,4 @@ func ExampleStart() {
 			t.Fatal(err)
 		}
 	}
-}
-
-// A program (not a test) starts a throwaway server, uses it, and removes it.
-func ExampleStartContext() {
-	ctx := context.Background()
-	srv, err := pgtest.StartContext(ctx, pgtest.WithSetting("wal_level", "logical"))
-	if errors.Is(err, pgtest.ErrNoBinaries) {
-		fmt.Println("install postgresql, or set", pgtest.EnvBinDir)
-		return
-	}
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close() // Stop instead keeps the data directory to look at
-	fmt.Println(srv.DSN("postgres") != "")
 }

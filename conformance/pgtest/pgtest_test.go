@@ -2,9 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -13,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/pglaunch"
 )
 
 // TestRealStart: a server starts with the requested settings, speaks UTF8, and is stopped and
@@ -34,7 +33,7 @@ func TestRealStart(t *testing.T) {
 		return // skipped
 	}
 	require.NoDirExists(t, s.DataDir, "data directory left after the test")
-	require.ErrorIs(t, syscall.Kill(s.proc.Pid(), 0), syscall.ESRCH, "postmaster still running")
+	require.ErrorIs(t, syscall.Kill(s.Pid(), 0), syscall.ESRCH, "postmaster still running")
 }
 
 // TestRealTwoServers: two servers at once are independent.
@@ -107,7 +106,7 @@ func runRecording(t *testing.T, f func(testing.TB)) *recordingTB {
 // TestMissingBinariesSkipOrFail: without binaries a test skips with "skipped: needs
 // postgres", and fails instead under LOAM_REQUIRE_REAL=1.
 func TestMissingBinariesSkipOrFail(t *testing.T) {
-	t.Setenv(EnvBinDir, t.TempDir())
+	t.Setenv(pglaunch.EnvBinDir, t.TempDir())
 	t.Setenv(EnvRequireReal, "")
 	r := runRecording(t, func(tb testing.TB) { Start(tb) })
 	require.True(t, strings.HasPrefix(r.skipped, "skipped: needs postgres ("), r.skipped)
@@ -120,28 +119,6 @@ func TestMissingBinariesSkipOrFail(t *testing.T) {
 	require.Contains(t, r.failed, "failing instead because")
 }
 
-// TestHighestVersionBinDir picks the highest complete installation.
-func TestHighestVersionBinDir(t *testing.T) {
-	root := t.TempDir()
-	install := func(version string, programs ...string) {
-		dir := filepath.Join(root, version, "bin")
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		for _, p := range programs {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, p), nil, 0o755))
-		}
-	}
-	install("9.6", requiredBinaries...)
-	install("15", requiredBinaries...)
-	install("17", "initdb", "postgres") // no pg_basebackup: incomplete
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "notaversion", "bin"), 0o755))
-	got, err := highestVersionBinDir(root)
-	require.NoError(t, err)
-	require.Equal(t, filepath.Join(root, "15", "bin"), got)
-
-	_, err = highestVersionBinDir(filepath.Join(root, "absent"))
-	require.True(t, errors.Is(err, ErrNoBinaries), "%v", err)
-}
-
 // TestRealShared: one server for many tests, started once, removed by Close.
 func TestRealShared(t *testing.T) {
 	sh := NewShared(WithSetting("max_connections", "20"))
@@ -150,52 +127,6 @@ func TestRealShared(t *testing.T) {
 	require.Equal(t, "20", a.QueryString(t, "postgres", "SHOW max_connections"))
 	require.NoError(t, sh.Close())
 	require.NoDirExists(t, a.DataDir)
-	require.ErrorIs(t, syscall.Kill(a.proc.Pid(), 0), syscall.ESRCH)
+	require.ErrorIs(t, syscall.Kill(a.Pid(), 0), syscall.ESRCH)
 	require.NoError(t, NewShared().Close(), "closing an unstarted Shared")
-}
-
-// TestRealBadSettingQuotesLog: a server that cannot start fails with its log.
-func TestRealBadSettingQuotesLog(t *testing.T) {
-	require.NoError(t, Start(t).Stop()) // skips here without binaries
-	s, err := StartContext(t.Context(), WithSetting("no_such_setting", "1"))
-	require.Nil(t, s)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), `unrecognized configuration parameter "no_such_setting"`)
-	require.Contains(t, err.Error(), "exited while starting")
-}
-
-// TestRealStartContext: a program's server (no testing.TB) runs until Stop, which keeps its
-// files, and Close removes them; a cancelled context or a machine without PostgreSQL is an
-// error to return, not a skip.
-func TestRealStartContext(t *testing.T) {
-	require.NoError(t, Start(t).Stop()) // skips here without binaries
-	s, err := StartContext(t.Context(), WithSetting("max_connections", "30"))
-	require.NoError(t, err)
-	defer s.Close()
-	require.Equal(t, "30", s.QueryString(t, "postgres", "SHOW max_connections"))
-	require.NoError(t, s.Stop())
-	require.NoError(t, s.Stop(), "stopping twice is harmless")
-	require.ErrorIs(t, syscall.Kill(s.proc.Pid(), 0), syscall.ESRCH, "postmaster still running after Stop")
-	require.FileExists(t, filepath.Join(s.DataDir, "PG_VERSION"), "Stop keeps the files")
-	require.NoError(t, s.Close())
-	require.NoDirExists(t, s.DataDir)
-
-	// A temp dir of its own (searchable by the postgres user), to see what a failed start
-	// leaves in it.
-	tmp := t.TempDir()
-	require.NoError(t, os.Chmod(tmp, 0o755))
-	require.NoError(t, os.Chmod(filepath.Dir(tmp), 0o755))
-	t.Setenv("TMPDIR", tmp)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	s, err = StartContext(ctx)
-	require.Nil(t, s)
-	require.ErrorIs(t, err, context.Canceled)
-	left, err := os.ReadDir(tmp)
-	require.NoError(t, err)
-	require.Empty(t, left, "a failed start leaves no directory behind")
-
-	t.Setenv(EnvBinDir, t.TempDir())
-	_, err = StartContext(t.Context())
-	require.ErrorIs(t, err, ErrNoBinaries)
 }

@@ -4,47 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/pglaunch"
 )
 
-// Server is one running PostgreSQL server.
+// EnvRequireReal, set to 1, turns every "skipped: needs postgres" into a test failure; CI
+// sets it so that a missing server cannot pass as a green run.
+const EnvRequireReal = "LOAM_REQUIRE_REAL"
+
+// Server is one running PostgreSQL server (a pglaunch.Server: Port, DataDir, DSN, Stop,
+// Close) with the helpers a test uses on it, which fail the test instead of returning
+// errors.
 type Server struct {
-	// Port is the TCP port on 127.0.0.1.
-	Port int
-	// DataDir is the data directory; it and its parent are removed when the server stops.
-	DataDir string
-	// Standby tells whether the server was started by StartStandby (and not yet promoted
-	// through Promote).
-	Standby bool
+	*pglaunch.Server
 
 	primary *Server
-	bin     string
-	owner   owner
-	root    string         // the private directory holding DataDir, the socket and the log
-	proc    *testproc.Proc // the postmaster
 }
 
-// startTimeout bounds how long a server may take to accept connections.
-const startTimeout = 60 * time.Second
+// Option configures a server started by Start, StartStandby or NewShared: pglaunch's
+// options (WithSetting, WithSettings).
+type Option = pglaunch.Option
+
+// WithSetting adds a postgresql.conf setting; see pglaunch.WithSetting.
+func WithSetting(name, value string) Option { return pglaunch.WithSetting(name, value) }
+
+// WithSettings adds several settings; see pglaunch.WithSettings.
+func WithSettings(settings map[string]string) Option { return pglaunch.WithSettings(settings) }
+
+// RemoveTemplate deletes this process's template data directory (pglaunch.RemoveTemplate);
+// call it from TestMain after m.Run.
+func RemoveTemplate() { pglaunch.RemoveTemplate() }
 
 // Start starts a new primary server and registers its fast shutdown and removal with
 // t.Cleanup. Without PostgreSQL binaries it skips the test (fails it under
 // LOAM_REQUIRE_REAL=1); any other failure fails the test, quoting the server's log.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := start(context.Background(), opts)
+	s, err := pglaunch.Start(context.Background(), opts...)
 	if err != nil {
 		fail(t, err)
 	}
@@ -53,193 +54,27 @@ func Start(t testing.TB, opts ...Option) *Server {
 			t.Errorf("%v", err)
 		}
 	})
-	return s
+	return &Server{Server: s}
 }
 
 // fail ends a test whose server could not start: a skip where this machine cannot run one
 // at all, a failure otherwise.
 func fail(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, ErrNoBinaries) || errors.Is(err, errNoOwner) {
+	if errors.Is(err, pglaunch.ErrNoBinaries) || errors.Is(err, pglaunch.ErrNoOwner) {
 		missing(t, err)
 	}
 	t.Fatal(err)
 }
 
-// StartContext starts a new primary server for a program rather than a test (the demo of
-// loamrouter): the same server Start makes, but failures are returned (wrapping
-// ErrNoBinaries when this machine has no PostgreSQL), ctx bounds the wait for it to accept
-// connections, and stopping it is the caller's: Close stops it and removes its files, Stop
-// only stops it.
-func StartContext(ctx context.Context, opts ...Option) (*Server, error) { return start(ctx, opts) }
-
-func start(ctx context.Context, opts []Option) (*Server, error) {
-	bin, err := BinDir()
-	if err != nil {
-		return nil, err
+// missing ends a test that needs a real Postgres it cannot have.
+func missing(t testing.TB, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("skipped: needs postgres (%v)", err)
+	if os.Getenv(EnvRequireReal) == "1" {
+		t.Fatalf("%s; failing instead because %s=1", msg, EnvRequireReal)
 	}
-	o, err := currentOwner()
-	if err != nil {
-		return nil, err
-	}
-	tmpl, err := templateDir(bin, o)
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: making the template data directory with initdb: %w", err)
-	}
-	s, err := newServer(bin, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := copyDataDir(o, tmpl, s.DataDir); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err := s.configureAndStart(ctx, opts); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// newServer makes the server's private directory.
-func newServer(bin string, o owner) (*Server, error) {
-	root, err := o.mkdir("loam-pgtest-")
-	if err != nil {
-		return nil, err
-	}
-	return &Server{DataDir: filepath.Join(root, "data"), bin: bin, owner: o, root: root}, nil
-}
-
-// Close stops the server (fast shutdown) if it runs and removes its files. Start's cleanup
-// calls it; call it yourself for a server from StartContext or a Shared.
-func (s *Server) Close() error {
-	err := s.shutdown()
-	if rmErr := os.RemoveAll(s.root); rmErr != nil && err == nil {
-		err = fmt.Errorf("pgtest: removing %s: %w", s.root, rmErr)
-	}
-	return err
-}
-
-// configureAndStart writes the settings and starts the postmaster on a free port, trying
-// again on another port if one was taken in the meantime by someone else.
-func (s *Server) configureAndStart(ctx context.Context, opts []Option) error {
-	var c config
-	for _, opt := range opts {
-		opt(&c)
-	}
-	settings := append(slices.Clone(testSettings), c.settings...)
-	if err := appendSettings(filepath.Join(s.DataDir, "postgresql.conf"), settings); err != nil {
-		return err
-	}
-	var err error
-	for range 5 {
-		if err = s.startPostmaster(ctx); err == nil || !errors.Is(err, errPortTaken) {
-			break
-		}
-	}
-	return err
-}
-
-// appendSettings appends name = 'value' lines to a postgresql.conf.
-func appendSettings(path string, settings [][2]string) error {
-	var b strings.Builder
-	b.WriteString("\n# pgtest\n")
-	for _, kv := range settings {
-		fmt.Fprintf(&b, "%s = '%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", "''"))
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("pgtest: writing settings: %w", err)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return fmt.Errorf("pgtest: writing settings to %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-var errPortTaken = errors.New("port taken")
-
-func (s *Server) logPath() string { return filepath.Join(s.root, "postgres.log") }
-
-// startPostmaster runs postgres in the background and waits until it accepts connections.
-func (s *Server) startPostmaster(ctx context.Context) error {
-	port, err := testproc.FreePort()
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	log, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("pgtest: creating the server log: %w", err)
-	}
-	defer log.Close() // the child keeps its own descriptor
-	cmd := s.owner.command(s.bin, "postgres", "-D", s.DataDir, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.root)
-	cmd.Stdout, cmd.Stderr = log, log
-	proc, err := testproc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("pgtest: starting postgres: %w", err)
-	}
-	s.Port, s.proc = port, proc
-	if err := s.waitReady(ctx); err != nil {
-		proc.Kill()
-		logText := s.logTail()
-		if strings.Contains(logText, "Address already in use") {
-			return fmt.Errorf("pgtest: port %d: %w", port, errPortTaken)
-		}
-		return fmt.Errorf("%w\n--- server log (%s) ---\n%s", err, s.logPath(), logText)
-	}
-	return nil
-}
-
-// waitReady polls until the server accepts a connection, the postmaster exits, the
-// timeout passes or ctx ends.
-func (s *Server) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(startTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.proc.Exited():
-			return fmt.Errorf("pgtest: postgres on port %d exited while starting (%v)", s.Port, s.proc.State())
-		case <-ctx.Done():
-			return fmt.Errorf("pgtest: waiting for postgres on port %d to accept connections: %w", s.Port, ctx.Err())
-		default:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(cctx, s.DSN("postgres"))
-		if err == nil {
-			conn.Close(cctx)
-			cancel()
-			return nil
-		}
-		cancel()
-		last = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("pgtest: postgres on port %d not accepting connections after %v: %w", s.Port, startTimeout, last)
-}
-
-func (s *Server) logTail() string { return testproc.LogTail(s.logPath()) }
-
-// Stop shuts the server down now (fast shutdown: open sessions are ended, no data is lost)
-// and keeps its files; Close (or Start's cleanup) removes them. Stopping twice is harmless.
-func (s *Server) Stop() error { return s.shutdown() }
-
-func (s *Server) shutdown() error {
-	if s.proc == nil {
-		return nil
-	}
-	if s.proc.Stop(syscall.SIGINT, 30*time.Second) { // fast shutdown
-		return fmt.Errorf("pgtest: postgres on port %d did not stop within 30s of SIGINT; killed it\n%s", s.Port, s.logTail())
-	}
-	return nil
-}
-
-// DSN is a superuser connection string for database on this server.
-func (s *Server) DSN(database string) string {
-	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: "127.0.0.1:" + strconv.Itoa(s.Port),
-		Path: "/" + database, RawQuery: "sslmode=disable"}
-	return u.String()
+	t.Skip(msg)
 }
 
 // Connect opens a superuser connection to database, closed when the test ends.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"loam.dev/router/pglaunch"
 )
 
 // Shared is one server for all the tests of a package, started by the first test that asks
@@ -39,7 +41,12 @@ func NewShared(opts ...Option) *Shared { return &Shared{opts: opts} }
 // Get returns the shared server, starting it on first use.
 func (sh *Shared) Get(t testing.TB) *Server {
 	t.Helper()
-	sh.once.Do(func() { sh.srv, sh.err = start(context.Background(), sh.opts) })
+	sh.once.Do(func() {
+		var s *pglaunch.Server
+		if s, sh.err = pglaunch.Start(context.Background(), sh.opts...); sh.err == nil {
+			sh.srv = &Server{Server: s}
+		}
+	})
 	if sh.err != nil {
 		fail(t, sh.err)
 	}

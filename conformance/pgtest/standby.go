@@ -2,8 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -15,35 +13,17 @@ import (
 // server.
 func (s *Server) StartStandby(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	sb, err := s.startStandby(opts)
+	launched, err := s.Server.StartStandby(context.Background(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sb := &Server{Server: launched, primary: s}
 	t.Cleanup(func() {
 		if err := sb.Close(); err != nil {
 			t.Errorf("%v", err)
 		}
 	})
 	return sb
-}
-
-func (s *Server) startStandby(opts []Option) (*Server, error) {
-	sb, err := newServer(s.bin, s.owner)
-	if err != nil {
-		return nil, err
-	}
-	sb.Standby, sb.primary = true, s
-	err = s.owner.run(s.bin, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-D", sb.DataDir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
-	if err != nil {
-		sb.Close()
-		return nil, fmt.Errorf("pgtest: making a standby of the server on port %d: %w", s.Port, err)
-	}
-	if err := sb.configureAndStart(context.Background(), opts); err != nil {
-		sb.Close()
-		return nil, err
-	}
-	return sb, nil
 }
 
 // Primary is the server a standby was made from, nil for a primary.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // Cell is the one cell every cluster has.
@@ -32,13 +32,13 @@ type Cluster struct {
 	mycnf  string              // the derived --mysqlctl-mycnf-template
 	initDB string              // the derived --init-db-sql-file
 
-	etcd, vtctld *testproc.Proc
+	etcd, vtctld *serverproc.Proc
 
 	mu      sync.Mutex
 	nextUID uint32
 	tablets []*Tablet
 	gates   []*Gate
-	extra   []*testproc.Proc // vtctlds StartVtctld started
+	extra   []*serverproc.Proc // vtctlds StartVtctld started
 }
 
 // Start starts etcd and vtctld, registers the cell, and registers the cluster's shutdown and
@@ -176,7 +176,7 @@ func (c *Cluster) addCell() error {
 }
 
 // startVtctld starts a vtctld with the extra flags and returns it and its gRPC address.
-func (c *Cluster) startVtctld(name string, extra ...string) (proc *testproc.Proc, addr string, err error) {
+func (c *Cluster) startVtctld(name string, extra ...string) (proc *serverproc.Proc, addr string, err error) {
 	err = retryPort(func() error {
 		ports, err := freePorts(2)
 		if err != nil {

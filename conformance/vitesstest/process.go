@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // startTimeout bounds how long one program may take to start serving.
@@ -80,8 +80,8 @@ func (c *Cluster) dataRoot() string           { return filepath.Join(c.root, "vt
 
 // startServer starts a server program and waits until ready says it serves; a program that
 // exits first, or never gets ready, is an error quoting its log.
-func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*testproc.Proc, error) {
-	p, err := testproc.Start(cmd)
+func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*serverproc.Proc, error) {
+	p, err := serverproc.Start(cmd)
 	if f, ok := cmd.Stderr.(*os.File); ok {
 		f.Close() // the program has its own copy
 	}
@@ -93,7 +93,7 @@ func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.Exited():
-			return nil, fmt.Errorf("vitesstest: %s exited while starting (%v)\n--- %s ---\n%s", name, p.State(), c.logPath(name), testproc.LogTail(c.logPath(name)))
+			return nil, fmt.Errorf("vitesstest: %s exited while starting (%v)\n--- %s ---\n%s", name, p.State(), c.logPath(name), serverproc.LogTail(c.logPath(name)))
 		default:
 		}
 		if last = ready(); last == nil {
@@ -102,7 +102,7 @@ func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*
 		time.Sleep(50 * time.Millisecond)
 	}
 	p.Kill()
-	return nil, fmt.Errorf("vitesstest: %s not serving after %v: %w\n--- %s ---\n%s", name, startTimeout, last, c.logPath(name), testproc.LogTail(c.logPath(name)))
+	return nil, fmt.Errorf("vitesstest: %s not serving after %v: %w\n--- %s ---\n%s", name, startTimeout, last, c.logPath(name), serverproc.LogTail(c.logPath(name)))
 }
 
 // dialable is a readiness check: something accepts TCP connections at addr.
@@ -158,18 +158,18 @@ func (c *Cluster) runOut(ctx context.Context, capture bool, name, path string, a
 	}
 	if err != nil {
 		return []byte(out.String()), fmt.Errorf("vitesstest: %s %s: %w\n%s\n--- %s ---\n%s", filepath.Base(path), strings.Join(args, " "), err,
-			strings.TrimSpace(out.String()), c.logPath(name), testproc.LogTail(c.logPath(name)))
+			strings.TrimSpace(out.String()), c.logPath(name), serverproc.LogTail(c.logPath(name)))
 	}
 	return []byte(out.String()), nil
 }
 
 var errPortTaken = errors.New("port taken")
 
-// freePorts returns n ports free on 127.0.0.1 right now (see testproc.FreePort).
+// freePorts returns n ports free on 127.0.0.1 right now (see serverproc.FreePort).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
-		p, err := testproc.FreePort()
+		p, err := serverproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -181,6 +181,6 @@ func freePorts(n int) ([]int, error) {
 // portTaken says whether a program's log shows it lost its port to another process
 // between FreePort and its bind.
 func (c *Cluster) portTaken(name string) bool {
-	t := testproc.LogTail(c.logPath(name))
+	t := serverproc.LogTail(c.logPath(name))
 	return strings.Contains(t, "address already in use") || strings.Contains(t, "Address already in use")
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // Tablet is one vttablet and the MariaDB it serves, run by mysqlctl.
@@ -27,7 +27,7 @@ type Tablet struct {
 	MySQLPort, Port, GRPCPort int
 
 	c         *Cluster
-	vttablet  *testproc.Proc
+	vttablet  *serverproc.Proc
 	mysqlPgid int // the process group mysqlctl init left mysqld in
 }
 
@@ -155,7 +155,7 @@ func (c *Cluster) startTablet(keyspace, shard string) (*Tablet, error) {
 	c.mu.Unlock()
 	tb := &Tablet{Alias: fmt.Sprintf("%s-%010d", Cell, uid), UID: uid, Keyspace: keyspace, Shard: shard, c: c}
 	err := retryPort(func() error {
-		port, err := testproc.FreePort()
+		port, err := serverproc.FreePort()
 		if err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func (c *Cluster) startTablet(keyspace, shard string) (*Tablet, error) {
 				return errPortTaken
 			}
 			return fmt.Errorf("vitesstest: mysqlctl init for tablet %s: %w\n--- %s ---\n%s", tb.Alias, err, c.logPath(tb.name("mysqlctl")),
-				testproc.LogTail(c.logPath(tb.name("mysqlctl"))))
+				serverproc.LogTail(c.logPath(tb.name("mysqlctl"))))
 		}
 		tb.MySQLPort = port
 		return nil

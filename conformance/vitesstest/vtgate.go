@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"loam.dev/router/conformance/internal/testproc"
+	"loam.dev/router/internal/serverproc"
 )
 
 // Gate is a running vtgate: the MySQL protocol front end of every keyspace, with one user
@@ -28,7 +28,7 @@ type Gate struct {
 
 	c    *Cluster
 	name string
-	proc *testproc.Proc
+	proc *serverproc.Proc
 }
 
 // StartVtgate starts a vtgate watching the cluster's cell and the given keyspaces (every

@@ -43,28 +43,10 @@ func reshardingRecord() *shardmap.Record {
 
 func cutoverConfig(t *testing.T, dir, listen string) string {
 	t.Helper()
-	path := filepath.Join(dir, "loam.toml")
-	conf := fmt.Sprintf(`[controller]
-id = "ctl-test"
-lease_ttl = "1s"
-listen = %q
-token_env = "LOAM_TEST_OPS_TOKEN"
-
-[store]
-dir = %q
-
-[[databases]]
-name = "app"
-files_dir = %q
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-admin_password_env = "LOAM_TEST_ADMIN_PW"
-schema_admin = "loam_copy"
+	return daemonTOML{ID: "ctl-test", LeaseTTL: "1s", Listen: listen, Store: dirStore(filepath.Join(dir, "data")), FilesDir: filepath.Join(dir, "files"),
+		DB: pgdogFleetKeys + `schema_admin = "loam_copy"
 schema_admin_password_env = "LOAM_TEST_COPY_PW"
-insecure = true
-[databases.indoubt]
-enabled = false
-[databases.cutover]
+` + indoubtOff + `[databases.cutover]
 designated = "pgdog-1"
 publication = "app_pub"
 lag_threshold_bytes = 1000
@@ -79,9 +61,7 @@ admin = "127.0.0.1:6402"
 [[databases.routers]]
 id = "pgdog-3"
 admin = "127.0.0.1:6403"
-`+testAuth, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"))
-	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-	return path
+`}.write(t, filepath.Join(dir, "loam.toml"))
 }
 
 // setFleetSecrets sets the passwords cutoverConfig names.

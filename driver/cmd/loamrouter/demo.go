@@ -25,13 +25,13 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/conformance/pgtest"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/pglaunch"
+	"loam.dev/router/refrouter"
 )
 
 func newDemoCmd(c *cli) *cobra.Command {
@@ -41,7 +41,7 @@ func newDemoCmd(c *cli) *cobra.Command {
 		Long: `demo starts two throwaway Postgres servers on 127.0.0.1 in a temporary directory (as the
 postgres user when run as root; installing Debian's postgresql first when it is missing and
 this runs as root), stores a shard map for database app (2 shards) in the embedded store,
-starts the controller and three reference-router instances (conformance/refrouter, standing
+starts the controller and three reference-router instances (refrouter, standing
 in for PgDog), and runs eight writers through them. It then reshards app from 2 to 3 shards
 with the fenced cutover while printing its progress; one router instance is unreachable from
 the controller throughout, so the fence has a stale router to refuse. It ends with a report:
@@ -60,7 +60,7 @@ also on Ctrl-C.`,
 			opts.workers, _ = cmd.Flags().GetInt("workers")
 			opts.steady, _ = cmd.Flags().GetDuration("steady")
 			r, err := runDemo(cmd.Context(), cmd.OutOrStdout(), opts)
-			pgtest.RemoveTemplate() // the servers' initdb template, made once per process
+			pglaunch.RemoveTemplate() // the servers' initdb template, made once per process
 			if err != nil {
 				return err
 			}
@@ -121,7 +121,7 @@ const (
 
 // demoWorld is what the demo started, for the controller's opener and for cleanup.
 type demoWorld struct {
-	src, dst *pgtest.Server
+	src, dst *pglaunch.Server
 	fleet    *refrouter.Fleet
 	mu       sync.Mutex
 	rs       *refrouter.Resharder
@@ -218,7 +218,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	var bin string
 	var err error
 	if o.noInstall {
-		bin, err = pgtest.BinDir()
+		bin, err = pglaunch.BinDir()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errNoPostgres, err)
 		}
@@ -234,19 +234,19 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	} else {
 		cleanups = append(cleanups, func() { os.RemoveAll(root) })
 	}
-	// The servers are conformance/pgtest's throwaway ones (fsync off, trust on 127.0.0.1, as
+	// The servers are pglaunch's throwaway ones (fsync off, trust on 127.0.0.1, as
 	// the postgres user when run as root), with what logical replication needs.
 	say("starting two Postgres servers (%s)", bin)
-	settings := pgtest.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
+	settings := pglaunch.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
 		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"})
 	w := &demoWorld{}
 	var srcErr, dstErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); w.src, srcErr = pgtest.StartContext(ctx, settings) }()
-	go func() { defer wg.Done(); w.dst, dstErr = pgtest.StartContext(ctx, settings) }()
+	go func() { defer wg.Done(); w.src, srcErr = pglaunch.Start(ctx, settings) }()
+	go func() { defer wg.Done(); w.dst, dstErr = pglaunch.Start(ctx, settings) }()
 	wg.Wait()
-	for _, s := range []*pgtest.Server{w.src, w.dst} {
+	for _, s := range []*pglaunch.Server{w.src, w.dst} {
 		if s == nil {
 			continue
 		}
@@ -507,12 +507,12 @@ var errNoPostgres = errors.New("skipped: needs postgres")
 
 func (w *demoWorld) createShards(ctx context.Context) (*shardmap.Record, shardmap.Layout, error) {
 	ddl := "CREATE TABLE " + demoTable + " (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON " + demoTable + " TO " + demoRole
-	for _, s := range []*pgtest.Server{w.src, w.dst} {
+	for _, s := range []*pglaunch.Server{w.src, w.dst} {
 		if err := execSQL(ctx, s.DSN("postgres"), "CREATE ROLE "+demoRole+" LOGIN PASSWORD '"+demoPasswd+"'"); err != nil {
 			return nil, shardmap.Layout{}, err
 		}
 	}
-	mk := func(s *pgtest.Server, name string) (shardmap.Backend, error) {
+	mk := func(s *pglaunch.Server, name string) (shardmap.Backend, error) {
 		if err := execSQL(ctx, s.DSN("postgres"), "CREATE DATABASE "+name); err != nil {
 			return shardmap.Backend{}, err
 		}
@@ -802,13 +802,13 @@ func freeAddr() (string, error) {
 // ensurePostgres finds the binaries, installing Debian's postgresql when they are missing and
 // this process may (root, apt-get present); otherwise it says what to do.
 func ensurePostgres(ctx context.Context, out io.Writer) (string, error) {
-	bin, err := pgtest.BinDir()
+	bin, err := pglaunch.BinDir()
 	if err == nil {
 		return bin, nil
 	}
 	apt, aptErr := exec.LookPath("apt-get")
 	if os.Geteuid() != 0 || aptErr != nil {
-		return "", fmt.Errorf("the demo needs PostgreSQL (%v): install it with `sudo apt-get install postgresql` (Debian/Ubuntu) and run `make demo` again, or set %s to a directory holding initdb, postgres and pg_basebackup", err, pgtest.EnvBinDir)
+		return "", fmt.Errorf("the demo needs PostgreSQL (%v): install it with `sudo apt-get install postgresql` (Debian/Ubuntu) and run `make demo` again, or set %s to a directory holding initdb, postgres and pg_basebackup", err, pglaunch.EnvBinDir)
 	}
 	fmt.Fprintln(out, "PostgreSQL is not installed; installing Debian's postgresql package (apt-get install -y postgresql)...")
 	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "--no-install-recommends", "postgresql"}} {
@@ -822,7 +822,7 @@ func ensurePostgres(ctx context.Context, out io.Writer) (string, error) {
 	}
 	// The package may start its own cluster; the demo starts its own servers instead.
 	_ = exec.Command("service", "postgresql", "stop").Run()
-	return pgtest.BinDir()
+	return pglaunch.BinDir()
 }
 
 // execSQL runs statements on a connection of their own.

@@ -21,15 +21,15 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/conformance/etcdtest"
-	"loam.dev/router/conformance/pgtest"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/pglaunch"
+	"loam.dev/router/refrouter"
 )
 
 // The cutover fault test (a) with every part in a process of its own: three reference
-// routers (conformance/refrouter/cmd/refrouter, PgDog's admin protocol on the wire), two
+// routers (refrouter/cmd/refrouter, PgDog's admin protocol on the wire), two
 // `loamrouter serve` controllers on a three-member etcd, the clients in this test writing
 // through the routers over the wire.
 
@@ -43,7 +43,7 @@ func refrouterBinary(t *testing.T) string {
 	defer buildMu.Unlock()
 	if refrouterBin == "" {
 		p := filepath.Join(binDir, "refrouter")
-		out, err := exec.Command("go", "build", "-o", p, "loam.dev/router/conformance/refrouter/cmd/refrouter").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", p, "loam.dev/router/refrouter/cmd/refrouter").CombinedOutput()
 		require.NoError(t, err, "go build refrouter: %s", out)
 		refrouterBin = p
 	}
@@ -92,38 +92,19 @@ func cutoverControllerConfig(id, listen, store, files string, ttl time.Duration,
 	for i, rid := range slices.Sorted(maps.Keys(routers)) {
 		fmt.Fprintf(&rs, "[[databases.routers]]\nid = %q\nadmin = %q\nconfig_dir = %q\nnode_id = \"%d\"\n", rid, routers[rid][0], routers[rid][1], i+1)
 	}
-	return fmt.Sprintf(`[controller]
-id = %q
-lease_ttl = %q
-listen = %q
-drain_timeout = "10s"
-read_timeout = "3s"
-token_env = "LOAM_TEST_OPS_TOKEN"
-
-[store]
-%s
-
-[[databases]]
-name = "app"
-files_dir = %q
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-admin_password_env = "LOAM_TEST_ADMIN_PW"
-schema_admin = "migrator"
+	return daemonTOML{ID: id, LeaseTTL: ttl.String(), Listen: listen, Controller: "drain_timeout = \"10s\"\nread_timeout = \"3s\"", Store: store, FilesDir: files,
+		DB: pgdogFleetKeys + `schema_admin = "migrator"
 schema_admin_password_env = "LOAM_TEST_COPY_PW"
-insecure = true
 shard_user = "postgres"
 shard_sslmode = "disable"
-[databases.indoubt]
-enabled = false
-[databases.cutover]
+` + indoubtOff + fmt.Sprintf(`[databases.cutover]
 designated = %q
 publication = "loam_app"
 lag_threshold_bytes = 1048576
 poll_every = "50ms"
 grace = "200ms"
 retry_after = "100ms"
-%s`+testAuth, id, ttl.String(), listen, store, files, demoDesig, rs.String())
+%s`, demoDesig, rs.String())}.String()
 }
 
 // TestEtcdLeaderKilledMidCutoverProcesses is fault test (a) with two `loamrouter serve`
@@ -141,7 +122,7 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres, etcd and router processes; not in -short")
 	}
-	if _, err := pgtest.BinDir(); err != nil {
+	if _, err := pglaunch.BinDir(); err != nil {
 		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
 			t.Fatalf("LOAM_REQUIRE_REAL=1 but %v", err)
 		}
@@ -157,14 +138,14 @@ func TestEtcdLeaderKilledMidCutoverProcesses(t *testing.T) {
 	root := t.TempDir()
 
 	// Two Postgres servers: the source shards and the destination shards.
-	settings := pgtest.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
+	settings := pglaunch.WithSettings(map[string]string{"wal_level": "logical", "max_connections": "200", "max_replication_slots": "32",
 		"max_wal_senders": "32", "max_logical_replication_workers": "24", "max_worker_processes": "40"})
 	w := &demoWorld{}
 	var err error
-	w.src, err = pgtest.StartContext(ctx, settings)
+	w.src, err = pglaunch.Start(ctx, settings)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.src.Close() })
-	w.dst, err = pgtest.StartContext(ctx, settings)
+	w.dst, err = pglaunch.Start(ctx, settings)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.dst.Close() })
 	rec, target, err := w.createShards(ctx)

@@ -50,31 +50,15 @@ func TestRealInDoubtTakeover(t *testing.T) {
 	alerts := filepath.Join(dir, "alerts.jsonl")
 	listen := map[string]string{"a": freePort(t), "b": freePort(t)}
 	conf := func(id string) string {
-		path := filepath.Join(dir, id+".toml")
-		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`[controller]
-id = %q
-lease_ttl = "1s"
-listen = %q
-[store]
-kind = "remote"
-url = %q
-token_env = "LOAM_TEST_CTL_TOKEN"
-[alerts]
-kind = "file"
-path = %q
-[[databases]]
-name = "app"
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-admin_password_env = "LOAM_TEST_ADMIN_PW"
-insecure = true
-shard_user = "postgres"
+		return daemonTOML{ID: id, LeaseTTL: "1s", Listen: listen[id],
+			Store:  storeTOML(url),
+			Tables: fmt.Sprintf("[alerts]\nkind = \"file\"\npath = %q\n", alerts),
+			DB: pgdogFleetKeys + `shard_user = "postgres"
 shard_sslmode = "disable"
 [databases.indoubt]
 period = "150ms"
 threshold = "1ms"
-`+testAuth, id, listen[id], url, alerts)), 0o600))
-		return path
+`}.write(t, filepath.Join(dir, id+".toml"))
 	}
 	procs := map[string]*proc{"a": start(t, dir, "a", "serve", "--config", conf("a"))}
 	waitAlert := func() controller.AlertLine {

@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
 	"loam.dev/router/adapters/tikv"
 	"loam.dev/router/controller"
@@ -147,15 +150,24 @@ func (c *cli) openStoreFor(ctx context.Context, own bool) (Store, error) {
 	if c.cfg.Store.Kind == "remote" {
 		return c.dial(c.cfg.Store.URL, "store.token", c.cfg.Store.TokenEnv, c.cfg.Store.TokenFile)
 	}
-	wait := lockWait
-	if own {
-		wait = daemon.OwnLockWait
+	b, err := daemon.OpenStore(c.cfg, lockWait)
+	if own && errors.Is(err, boltstore.ErrLocked) {
+		// A command may hold the file for a moment; anything longer is another process
+		// that owns it, which the operator must hear about now, not after the wait.
+		path := filepath.Join(c.cfg.Store.Dir, "loam.db")
+		c.log.Warn("the embedded store's file is locked by another process (another loamrouter on this store.dir?); waiting for it", "file", path, "wait", daemon.OwnLockWait)
+		b, err = daemon.OpenStore(c.cfg, daemon.OwnLockWait)
 	}
-	b, err := daemon.OpenStore(c.cfg, wait)
-	if err == nil || own || c.cfg.Store.Kind != "bolt" {
+	if own {
+		if err != nil && errors.Is(err, boltstore.ErrLocked) {
+			return nil, fmt.Errorf("store.dir %s: %w: stop the process that holds it, or give this daemon a store.dir of its own", c.cfg.Store.Dir, err)
+		}
 		return b, err
 	}
-	if strings.Contains(err.Error(), "locked by another process") && c.cfg.Controller.Listen != "off" {
+	if err == nil || c.cfg.Store.Kind != "bolt" {
+		return b, err
+	}
+	if errors.Is(err, boltstore.ErrLocked) && c.cfg.Controller.Listen != "off" {
 		h, herr := c.dial(c.daemonURL(), "controller.token", c.cfg.Controller.TokenEnv, c.cfg.Controller.TokenFile)
 		if herr == nil {
 			if _, perr := h.ListBlobs(ctx, "lease/"); perr == nil {

@@ -21,30 +21,8 @@ import (
 // daemonConfig writes a loam.toml for one controller on the shared store.
 func daemonConfig(t *testing.T, dir, id, listen, storeURL, files string, ttl time.Duration) string {
 	t.Helper()
-	path := filepath.Join(dir, id+".toml")
-	conf := fmt.Sprintf(`[controller]
-id = %q
-lease_ttl = %q
-listen = %q
-drain_timeout = "5s"
-read_timeout = "3s"
-token_env = "LOAM_TEST_OPS_TOKEN"
-
-[store]
-%s
-
-[[databases]]
-name = "app"
-files_dir = %q
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-admin_password_env = "LOAM_TEST_ADMIN_PW"
-insecure = true
-[databases.indoubt]
-enabled = false
-`+testAuth, id, ttl.String(), listen, storeTOML(storeURL), files)
-	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-	return path
+	return daemonTOML{ID: id, LeaseTTL: ttl.String(), Listen: listen, Controller: "drain_timeout = \"5s\"\nread_timeout = \"3s\"", Store: storeTOML(storeURL), FilesDir: files,
+		DB: pgdogFleetKeys + indoubtOff}.write(t, filepath.Join(dir, id+".toml"))
 }
 
 // storeTOML is the [store] body for a store URL: etcd://host:port,... (store_etcd_test.go)

@@ -33,29 +33,9 @@ func vitessDaemon(t *testing.T, c *vitesstest.Cluster, keyspace string, old1, ol
 	t.Helper()
 	setFleetSecrets(t)
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "loam.toml")
 	listen := freePort(t)
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`[controller]
-id = "ctl-vitess"
-lease_ttl = "1s"
-listen = %q
-token_env = "LOAM_TEST_OPS_TOKEN"
-
-[store]
-dir = %q
-
-[[databases]]
-name = "app"
-files_dir = %q
-app_user = "app"
-app_password_env = "LOAM_TEST_APP_PW"
-shard_user = "root"
-[databases.indoubt]
-enabled = false
-[databases.vitess]
-vtctld = %q
-timeout = "20s"
-`+testAuth, listen, filepath.Join(dir, "data"), filepath.Join(dir, "files"), c.VtctldAddr)), 0o600))
+	conf := daemonTOML{ID: "ctl-vitess", LeaseTTL: "1s", Listen: listen, Store: dirStore(filepath.Join(dir, "data")), FilesDir: filepath.Join(dir, "files"),
+		DB: "shard_user = \"root\"\n" + indoubtOff + fmt.Sprintf("[databases.vitess]\nvtctld = %q\ntimeout = \"20s\"\n", c.VtctldAddr)}.write(t, filepath.Join(dir, "loam.toml"))
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
 	st, err := boltstore.Open(filepath.Join(dir, "data", "loam.db"), nil)

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 // TestFleetIsTheConfigTarget: the fleet writes a generation into every instance's

@@ -17,9 +17,9 @@ import (
 	"loam.dev/router/adapters/pgdog"
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
+	"loam.dev/router/refrouter"
 )
 
 // wireRig is the router suite's rig for a reference router behind its Server: the control

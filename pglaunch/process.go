@@ -1,4 +1,4 @@
-package pgtest
+package pglaunch
 
 import (
 	"bytes"
@@ -13,8 +13,9 @@ import (
 	"syscall"
 )
 
-// errNoOwner means the tests run as root and there is no "postgres" user to run Postgres as.
-var errNoOwner = errors.New("no user to run postgres as")
+// ErrNoOwner means the program runs as root and there is no "postgres" user to run Postgres
+// as (Postgres refuses to run as root).
+var ErrNoOwner = errors.New("no user to run postgres as")
 
 // owner is the OS account the servers run as: the current one, or "postgres" when the
 // current one is root (Postgres refuses to run as root).
@@ -29,18 +30,19 @@ func currentOwner() (owner, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return owner{}, fmt.Errorf("pgtest: running as root, Postgres must run as another user and %w (create a \"postgres\" user, as the Debian package does): %w", err, errNoOwner)
+		return owner{}, fmt.Errorf("pglaunch: running as root, Postgres must run as another user and %w (create a \"postgres\" user, as the Debian package does): %w", err, ErrNoOwner)
 	}
 	uid, err1 := strconv.Atoi(u.Uid)
 	gid, err2 := strconv.Atoi(u.Gid)
 	if err1 != nil || err2 != nil {
-		return owner{}, fmt.Errorf("pgtest: user postgres has uid %q gid %q, not numbers", u.Uid, u.Gid)
+		return owner{}, fmt.Errorf("pglaunch: user postgres has uid %q gid %q, not numbers", u.Uid, u.Gid)
 	}
 	return owner{uid: uid, gid: gid, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}, nil
 }
 
-// command prepares a PostgreSQL program to run as the owner. Pdeathsig kills it if the test
-// process dies first, so an interrupted go test leaves no server behind.
+// command prepares a PostgreSQL program to run as the owner. Pdeathsig kills it if the
+// process that started it dies first, so an interrupted go test or demo leaves no server
+// behind.
 func (o owner) command(bin, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(bin, name), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -54,7 +56,7 @@ func (o owner) run(bin, name string, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("pglaunch: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
@@ -64,11 +66,11 @@ func (o owner) run(bin, name string, args ...string) error {
 func (o owner) mkdir(pattern string) (string, error) {
 	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
-		return "", fmt.Errorf("pgtest: making a directory under %s: %w", os.TempDir(), err)
+		return "", fmt.Errorf("pglaunch: making a directory under %s: %w", os.TempDir(), err)
 	}
 	if err := os.Chown(dir, o.uid, o.gid); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("pgtest: handing %s to uid %d: %w", dir, o.uid, err)
+		return "", fmt.Errorf("pglaunch: handing %s to uid %d: %w", dir, o.uid, err)
 	}
 	return dir, nil
 }

@@ -22,13 +22,13 @@ import (
 	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance/pgtest"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/refrouter"
 )
 
 // The fenced cutover end to end on real Postgres (§6.4): the cutover machine, run by the

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/refrouter"
 )
 
 // FuzzParseAdmin: the admin parser never panics; what it accepts is lowercase, made of

@@ -25,8 +25,8 @@ import (
 	"strconv"
 	"syscall"
 
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 func main() {

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 // BenchmarkShard: the cost of choosing a shard through shardmap.Locate (text key, the

@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 func backends(n int) []shardmap.Backend {

@@ -1,7 +1,8 @@
-// Package testproc runs the server programs the conformance helpers start for tests
-// (postgres, mariadbd): in a process group of their own, so stopping one ends its children
-// too, with the log kept for the error a failing start or stop reports.
-package testproc
+// Package serverproc runs the server programs this module starts itself (postgres for
+// pglaunch and loamrouter's demo; mariadbd, etcd, vtctld and the rest for the conformance
+// helpers' tests): in a process group of their own, so stopping one ends its children too,
+// with the log kept for the error a failing start or stop reports.
+package serverproc
 
 import (
 	"fmt"
@@ -35,7 +36,7 @@ type Proc struct {
 // reaps it when it exits.
 func Start(cmd *exec.Cmd) (*Proc, error) {
 	if cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid {
-		return nil, fmt.Errorf("testproc: %s must run in its own process group (SysProcAttr.Setpgid)", cmd.Path)
+		return nil, fmt.Errorf("serverproc: %s must run in its own process group (SysProcAttr.Setpgid)", cmd.Path)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -3,7 +3,7 @@ package refrouter_test
 import (
 	"fmt"
 
-	"loam.dev/router/conformance/refrouter"
+	"loam.dev/router/refrouter"
 )
 
 // A client names the statement's sharding key in a leading comment; the router's Server

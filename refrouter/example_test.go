@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 // Where the reference router sends keys under the files kernel/render writes for a

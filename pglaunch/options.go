@@ -1,6 +1,6 @@
-package pgtest
+package pglaunch
 
-// Option configures a server started by Start or StartStandby.
+// Option configures a server started by Start or Server.StartStandby.
 type Option func(*config)
 
 type config struct {
@@ -25,9 +25,9 @@ func WithSettings(settings map[string]string) Option {
 	}
 }
 
-// testSettings make a server fast and quiet at the cost of crash safety, which no test
-// needs. Callers' settings come after them and win.
-var testSettings = [][2]string{
+// throwawaySettings make a server fast and quiet at the cost of crash safety, which no
+// throwaway server needs. Callers' settings come after them and win.
+var throwawaySettings = [][2]string{
 	{"fsync", "off"},
 	{"synchronous_commit", "off"},
 	{"full_page_writes", "off"},

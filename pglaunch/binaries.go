@@ -1,4 +1,4 @@
-package pgtest
+package pglaunch
 
 import (
 	"errors"
@@ -7,16 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // EnvBinDir names the directory holding initdb, postgres and pg_basebackup, overriding the
 // search of /usr/lib/postgresql.
 const EnvBinDir = "LOAM_PG_BIN"
-
-// EnvRequireReal, set to 1, turns every "skipped: needs postgres" into a test failure; CI
-// sets it so that a missing server cannot pass as a green run.
-const EnvRequireReal = "LOAM_REQUIRE_REAL"
 
 // debianRoot is where Debian installs each major version's binaries, as <version>/bin.
 const debianRoot = "/usr/lib/postgresql"
@@ -39,7 +34,7 @@ func BinDir() (string, error) {
 func highestVersionBinDir(root string) (string, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		return "", fmt.Errorf("pgtest: reading %s: %w (install postgresql or set %s): %w", root, err, EnvBinDir, ErrNoBinaries)
+		return "", fmt.Errorf("pglaunch: reading %s: %w (install postgresql or set %s): %w", root, err, EnvBinDir, ErrNoBinaries)
 	}
 	best, bestVersion := "", -1.0
 	for _, e := range entries {
@@ -53,7 +48,7 @@ func highestVersionBinDir(root string) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("pgtest: no %s/<version>/bin holds %s (install postgresql or set %s): %w",
+		return "", fmt.Errorf("pglaunch: no %s/<version>/bin holds %s (install postgresql or set %s): %w",
 			root, strings.Join(requiredBinaries, ", "), EnvBinDir, ErrNoBinaries)
 	}
 	return best, nil
@@ -64,32 +59,11 @@ func checkBinDir(dir string) error {
 		p := filepath.Join(dir, name)
 		st, err := os.Stat(p)
 		if err != nil {
-			return fmt.Errorf("pgtest: %s: %w: %w", p, err, ErrNoBinaries)
+			return fmt.Errorf("pglaunch: %s: %w: %w", p, err, ErrNoBinaries)
 		}
 		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return fmt.Errorf("pgtest: %s is not an executable file: %w", p, ErrNoBinaries)
+			return fmt.Errorf("pglaunch: %s is not an executable file: %w", p, ErrNoBinaries)
 		}
 	}
 	return nil
-}
-
-// requireBinDir returns the binaries' directory, or ends the test: a skip normally, a
-// failure under LOAM_REQUIRE_REAL=1.
-func requireBinDir(t testing.TB) string {
-	t.Helper()
-	dir, err := BinDir()
-	if err != nil {
-		missing(t, err)
-	}
-	return dir
-}
-
-// missing ends a test that needs a real Postgres it cannot have.
-func missing(t testing.TB, err error) {
-	t.Helper()
-	msg := fmt.Sprintf("skipped: needs postgres (%v)", err)
-	if os.Getenv(EnvRequireReal) == "1" {
-		t.Fatalf("%s; failing instead because %s=1", msg, EnvRequireReal)
-	}
-	t.Skip(msg)
 }

@@ -13,10 +13,10 @@ import (
 	"loam.dev/router/adapters/configmap"
 	"loam.dev/router/conformance"
 	"loam.dev/router/conformance/pgtest"
-	"loam.dev/router/conformance/refrouter"
 	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 // appRole is the role the routers log in as: the one a fence would make NOLOGIN.

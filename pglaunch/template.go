@@ -1,4 +1,4 @@
-package pgtest
+package pglaunch
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	"syscall"
 )
 
-// The template is a data directory made by initdb once per test process; each server starts
+// The template is a data directory made by initdb once per process; each server starts
 // from a copy. Its directory name carries the process id so that a later process can remove
 // the templates of processes that are gone (a test binary has no hook that runs at exit).
 
-const templatePrefix = "loam-pgtest-template-"
+const templatePrefix = "loam-pglaunch-template-"
 
 var template struct {
 	once sync.Once
@@ -44,8 +44,8 @@ func templateDir(bin string, o owner) (string, error) {
 }
 
 // RemoveTemplate deletes this process's template data directory; later servers make it
-// again. Call it from TestMain after m.Run to leave nothing behind at once; otherwise the next
-// test process that starts a server removes it.
+// again. Call it when the program (or TestMain, after m.Run) is done with servers, to leave
+// nothing behind at once; otherwise the next process that starts a server removes it.
 func RemoveTemplate() {
 	if template.dir != "" {
 		os.RemoveAll(filepath.Dir(template.dir))
@@ -54,7 +54,7 @@ func RemoveTemplate() {
 	template.dir, template.err = "", nil
 }
 
-// sweepTemplates removes the templates of test processes that no longer run.
+// sweepTemplates removes the templates of processes that no longer run.
 func sweepTemplates() {
 	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), templatePrefix+"*"))
 	for _, m := range matches {
@@ -73,10 +73,10 @@ func sweepTemplates() {
 func copyDataDir(o owner, from, to string) error {
 	cp, err := exec.LookPath("cp")
 	if err != nil {
-		return fmt.Errorf("pgtest: copying the template data directory needs cp: %w", err)
+		return fmt.Errorf("pglaunch: copying the template data directory needs cp: %w", err)
 	}
 	if err := o.run(filepath.Dir(cp), "cp", "-a", from, to); err != nil {
-		return fmt.Errorf("pgtest: copying the template data directory: %w", err)
+		return fmt.Errorf("pglaunch: copying the template data directory: %w", err)
 	}
 	return nil
 }
