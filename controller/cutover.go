@@ -39,6 +39,9 @@ type CutoverRequest struct {
 	At   int64        `json:"at"`
 	// From is the generation the cutover starts from (the record's when requested).
 	From uint64 `json:"from"`
+	// Vitess, for a keyspace routed by Vitess, is the Reshard to run instead of Plan
+	// (vreshard.go).
+	Vitess *VitessPlan `json:"vitess,omitempty"`
 }
 
 // CutoverDecision is what `cutover finalize` and `cutover rollback` store.
@@ -102,6 +105,10 @@ func (d *Controller) runCutovers(ctx context.Context, dc *DatabaseConfig, ref ad
 // runCutover runs (or resumes) one requested cutover to its end, then files it in the
 // history.
 func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, req CutoverRequest, log *slog.Logger) {
+	if req.Vitess != nil {
+		d.runVReshard(ctx, ref, f, req, log.With("machine", "vreshard"))
+		return
+	}
 	snapKey := driver.SnapshotKey("cutover", ref.String())
 	var start []cutover.Input
 	if b, err := d.store.GetBlob(ctx, snapKey); err == nil {

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/adapters"
+	"loam.dev/router/conformance/vitesstest"
+	"loam.dev/router/controller"
+	"loam.dev/router/driver"
+	"loam.dev/router/kernel/keyrange"
+	"loam.dev/router/kernel/shardmap"
+)
+
+var vreshardRuns atomic.Int32
+
+// vitessReshardConfig is the loam.toml of one controller of the Vitess cutover test: the
+// shared store server, database app routed by the real Vitess (vtctld, and vtgate for the
+// check after the switch).
+func vitessReshardConfig(t *testing.T, dir, id, listen, storeURL string, c *vitesstest.Cluster, g *vitesstest.Gate) string {
+	t.Helper()
+	path := filepath.Join(dir, id+".toml")
+	conf := fmt.Sprintf(`[controller]
+id = %q
+lease_ttl = "2s"
+listen = %q
+drain_timeout = "10s"
+read_timeout = "3s"
+token_env = "LOAM_TEST_OPS_TOKEN"
+
+[store]
+%s
+
+[[databases]]
+name = "app"
+files_dir = %q
+app_user = "app"
+app_password_env = "LOAM_TEST_APP_PW"
+[databases.indoubt]
+enabled = false
+[databases.vitess]
+vtctld = %q
+timeout = "60s"
+cell = %q
+vtgate = "127.0.0.1:%d"
+vtgate_user = %q
+vtgate_password_env = "LOAM_TEST_VTGATE_PW"
+poll_every = "500ms"
+max_lag = "10s"
+`+testAuth, id, listen, storeTOML(storeURL), filepath.Join(dir, "files-"+id), c.VtctldAddr, vitesstest.Cell, g.MySQLPort, g.User)
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	return path
+}
+
+// TestRealVitessCutoverUnderServe: the Vitess cutover driven by `loamrouter serve`, every
+// part a process of its own. Two daemons (leader and standby) share a store server; a real
+// Vitess keyspace of one shard 0, with rows, is resharded into -80 and 80- through `cutover
+// plan` and `cutover start` while a writer inserts through vtgate all along. When the leader
+// executes the switch of the reads it is SIGKILLed; the standby takes the lease, resumes the
+// reshard from its snapshot and completes it. Checked: the filed outcome is completed;
+// `cutover status` showed the steps; the record mirrors the serving partition (-80, 80-, no
+// target); per shard, the row count and a CRC32 checksum equal those of the acknowledged rows
+// the record locates there, and no acknowledged write is lost; `locate` names the shard whose
+// MySQL holds each row (checked on a sample of the real rows).
+func TestRealVitessCutoverUnderServe(t *testing.T) {
+	c := vitessCluster.Get(t)
+	setTestTokens(t)
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	ks := "serve" + strconv.Itoa(int(vreshardRuns.Add(1)))
+	c.CreateKeyspace(t, ks)
+	src := c.AddShards(t, ks, "0")[0]
+	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)", ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", `{"sharded": true, "vindexes": {"hash": {"type": "hash"}}, "tables": {"t": {"column_vindexes": [{"column": "id", "name": "hash"}]}}}`, ks)
+	// The target shards exist before vtgate starts (see TestRealReshard in adapters/vtctld).
+	tgt := c.AddShards(t, ks, "-80", "80-")
+	g := c.StartVtgate(t, ks)
+	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
+	db, err := sql.Open("mysql", g.DSN(ks))
+	require.NoError(t, err)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	var ackTimes []time.Time
+	insert := func(id int64) error {
+		v := "v" + strconv.FormatInt(id*7919, 36)
+		ictx, icancel := context.WithTimeout(ctx, time.Minute)
+		defer icancel()
+		_, err := db.ExecContext(ictx, "INSERT INTO t (id, v) VALUES (?, ?)", id, v)
+		if err == nil {
+			mu.Lock()
+			acked[id] = v
+			ackTimes = append(ackTimes, time.Now())
+			mu.Unlock()
+		}
+		return err
+	}
+	const preload = 2000
+	for id := int64(1); id <= preload; id++ {
+		require.NoError(t, insert(id))
+	}
+
+	// The store, the record of keyspace ks (one shard 0), and the two daemons.
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	st := openURL(t, url)
+	defer st.Close()
+	rec, err := shardmap.NewVindex(ks, shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"t"}}, shardmap.VindexHash,
+		shardmap.Backend{Host: "127.0.0.1", Port: uint16(src.MySQLPort), Database: src.DBName(), Tablet: src.Alias})
+	require.NoError(t, err)
+	rec.Shards[0].Name = "0"
+	v := rec.Layout.Scheme.(shardmap.Vindex)
+	v.Ranges = []keyrange.Range{keyrange.MustParse("0")}
+	rec.Layout.Scheme = v
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+
+	procs, listen, confs := map[string]*proc{}, map[string]string{}, map[string]string{}
+	for _, id := range []string{"a", "b"} {
+		listen[id] = freePort(t)
+		confs[id] = vitessReshardConfig(t, dir, id, listen[id], url, c, g)
+	}
+	procs["a"] = start(t, dir, "ctl-a", "serve", "--config", confs["a"], "--log-level", "debug")
+	require.Eventually(t, func() bool { s, err := getStatus(listen["a"]); return err == nil && s.Leader }, 60*time.Second, 20*time.Millisecond, "a never led")
+	procs["b"] = start(t, dir, "ctl-b", "serve", "--config", confs["b"], "--log-level", "debug")
+	require.Eventually(t, func() bool { _, err := getStatus(listen["b"]); return err == nil }, 60*time.Second, 20*time.Millisecond, "b never answered")
+
+	// The writer: inserts through vtgate until stopped; a refused insert is not acknowledged.
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	var refused atomic.Int64
+	writer.Add(1)
+	go func() {
+		defer writer.Done()
+		for id := int64(preload + 1); ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if insert(id) != nil {
+				refused.Add(1)
+			}
+		}
+	}()
+	stopWriter := sync.OnceFunc(func() { close(stop); writer.Wait() })
+	defer stopWriter()
+
+	pc := exec.Command(binary(t), "--config", confs["a"], "cutover", "plan", "app", "--to", "-80,80-", "--workflow", "split")
+	pc.Dir = dir
+	planOut, err := pc.CombinedOutput()
+	plan := string(planOut)
+	require.NoError(t, err, plan)
+	require.Contains(t, plan, "every precondition holds", plan)
+	require.Contains(t, plan, "Vitess Reshard of keyspace "+ks+": 0 into -80,80-", plan)
+	began := time.Now()
+	out := runBin(t, dir, "--config", confs["a"], "cutover", "start", "app", "--to", "-80,80-", "--workflow", "split")
+	require.Contains(t, out, "requested", out)
+
+	// Kill the leader as it executes the switch of the reads.
+	readsAt := func() (time.Time, bool) {
+		entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "vreshard", ID: ref.String()})
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.Event == driver.AuditExec && strings.HasSuffix(e.Step, "/split/reads") {
+				return time.UnixMilli(e.At), true
+			}
+		}
+		return time.Time{}, false
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if _, ok := readsAt(); ok {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the reads never switched:\n%s", procs["a"].log())
+		time.Sleep(20 * time.Millisecond)
+	}
+	procs["a"].signal(syscall.SIGKILL)
+	<-procs["a"].done
+	killed := time.Now()
+	status := runBin(t, dir, "--config", confs["b"], "cutover", "status", "app")
+	require.Contains(t, status, "app cutover", status)
+
+	// The standby resumes it to its end.
+	var p controller.CutoverProgress
+	deadline = time.Now().Add(5 * time.Minute)
+	for p.Outcome == "" {
+		require.True(t, time.Now().Before(deadline), "the standby did not finish the reshard:\n%s", procs["b"].log())
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
+	}
+	elapsed, resumed := time.Since(began), time.Since(killed)
+	stopWriter()
+	hist, _, err := controller.GetJSON[controller.CutoverResult](ctx, st, controller.CutoverHistoryKey(ref, 1))
+	require.NoError(t, err)
+	require.Equal(t, "completed", hist.Outcome, "%s\n%s", hist.Reason, procs["b"].log())
+	require.Equal(t, "completed", p.Outcome)
+	require.True(t, p.Vitess)
+	for _, s := range p.Steps {
+		require.Equal(t, "done", s.State, "step %s", s.Name)
+	}
+	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "vreshard", ID: ref.String()})
+	require.NoError(t, err)
+	var holders []string
+	for _, e := range entries {
+		if e.Event == driver.AuditExec && (len(holders) == 0 || holders[len(holders)-1] != e.Holder) {
+			holders = append(holders, e.Holder)
+		}
+	}
+	require.Equal(t, []string{"a", "b"}, holders, "the leader ran the reshard until it was killed, the standby from then on")
+
+	// The record mirrors the serving partition.
+	final, err := st.Read(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{"-80", "80-"}, []string{final.Shards[0].Name, final.Shards[1].Name})
+	require.Nil(t, final.Target)
+	require.Equal(t, shardmap.Serving, final.State.Phase)
+	require.Equal(t, uint16(tgt[0].MySQLPort), final.Shards[0].Backend.Port)
+	require.Equal(t, tgt[1].Alias, final.Shards[1].Backend.Tablet)
+
+	// Per shard: the rows the record locates there, by count and checksum, and nothing lost.
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string][2]uint64{}
+	for id, v := range acked {
+		loc, err := final.Layout.Locate(strconv.FormatInt(id, 10))
+		require.NoError(t, err)
+		w := want[loc.Name]
+		want[loc.Name] = [2]uint64{w[0] + 1, w[1] + uint64(crc32.ChecksumIEEE([]byte(strconv.FormatInt(id, 10)+":"+v)))}
+	}
+	lost := 0
+	var sample []int64
+	for _, tb := range tgt {
+		tdb, err := sql.Open("mysql", tb.DSN(tb.DBName()))
+		require.NoError(t, err)
+		var n, sum uint64
+		require.NoError(t, tdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT(id, ':', v))), 0) FROM t").Scan(&n, &sum))
+		tdb.Close()
+		present := map[int64]bool{}
+		for _, id := range tb.Ints(t, "SELECT id FROM t") {
+			present[id] = true
+			if id%97 == 0 && len(sample) < 20 {
+				sample = append(sample, id)
+			}
+		}
+		for id := range acked {
+			if loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10)); loc.Name == tb.Shard && !present[id] {
+				lost++
+			}
+		}
+		require.Equal(t, want[tb.Shard], [2]uint64{n, sum}, "shard %s: rows and checksum", tb.Shard)
+		t.Logf("shard %s: %d rows, crc32 sum %d", tb.Shard, n, sum)
+	}
+	require.Zero(t, lost, "acknowledged writes lost")
+	// `locate` names the shard whose MySQL holds the row.
+	held := map[int64]string{}
+	for _, tb := range tgt {
+		for _, id := range tb.Ints(t, "SELECT id FROM t") {
+			held[id] = tb.Shard
+		}
+	}
+	require.NotEmpty(t, sample)
+	for _, id := range sample {
+		var loc struct {
+			Now located `json:"now"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "locate", "app", strconv.FormatInt(id, 10))), &loc))
+		require.Equal(t, held[id], loc.Now.Shard, "id %d: locate says %s, Vitess holds it on %s", id, loc.Now.Shard, held[id])
+	}
+
+	// Figures, from the audit log: the copy (Create sent to the first Status saying the copy
+	// is done) and the switch of the writes, and the longest gap between acknowledged writes
+	// around it.
+	var created, copied, wrote0, wrote1 int64
+	for _, e := range entries {
+		switch {
+		case e.Event == driver.AuditExec && strings.HasSuffix(e.Step, "/split/create") && created == 0:
+			created = e.At
+		case e.Event == driver.AuditResult && strings.HasSuffix(e.Step, "/split/copy") && copied == 0 && strings.Contains(e.Detail, "copying=false"):
+			copied = e.At
+		case e.Event == driver.AuditExec && strings.HasSuffix(e.Step, "/split/writes"):
+			wrote0 = e.At
+		case e.Event == driver.AuditResult && strings.HasSuffix(e.Step, "/split/writes") && e.OK():
+			wrote1 = e.At
+		}
+	}
+	var pause time.Duration
+	for i := 1; i < len(ackTimes); i++ {
+		if ackTimes[i].After(time.UnixMilli(wrote0).Add(-time.Second)) && ackTimes[i-1].Before(time.UnixMilli(wrote1).Add(time.Second)) {
+			pause = max(pause, ackTimes[i].Sub(ackTimes[i-1]))
+		}
+	}
+	t.Logf("Vitess cutover under serve, 0 -> -80,80-: %d rows acknowledged (%d before), %d writes refused, lost %d; whole run %v; leader killed %v after the start, standby finished %v later; copy %v; SwitchTraffic primary %v, longest write pause through vtgate around it %v",
+		len(acked), preload, refused.Load(), lost, elapsed.Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), resumed.Round(time.Millisecond),
+		time.Duration(copied-created)*time.Millisecond, time.Duration(wrote1-wrote0)*time.Millisecond, pause.Round(time.Millisecond))
+}
