@@ -5,13 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -23,7 +21,6 @@ import (
 	"loam.dev/router/conformance/vitesstest"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
-	"loam.dev/router/kernel/keyrange"
 	"loam.dev/router/kernel/shardmap"
 )
 
@@ -53,16 +50,7 @@ app_user = "app"
 app_password_env = "LOAM_TEST_APP_PW"
 [databases.indoubt]
 enabled = false
-[databases.vitess]
-vtctld = %q
-timeout = "60s"
-cell = %q
-vtgate = "127.0.0.1:%d"
-vtgate_user = %q
-vtgate_password_env = "LOAM_TEST_VTGATE_PW"
-poll_every = "500ms"
-max_lag = "10s"
-`+testAuth, id, listen, storeTOML(storeURL), filepath.Join(dir, "files-"+id), c.VtctldAddr, vitesstest.Cell, g.MySQLPort, g.User)
+%s`+testAuth, id, listen, storeTOML(storeURL), filepath.Join(dir, "files-"+id), vitessTOML(c.VtctldAddr, g, "LOAM_TEST_VTGATE_PW"))
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	return path
 }
@@ -84,8 +72,8 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	ks := "serve" + strconv.Itoa(int(vreshardRuns.Add(1)))
 	c.CreateKeyspace(t, ks)
 	src := c.AddShards(t, ks, "0")[0]
-	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)", ks)
-	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", `{"sharded": true, "vindexes": {"hash": {"type": "hash"}}, "tables": {"t": {"column_vindexes": [{"column": "id", "name": "hash"}]}}}`, ks)
+	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
 	// The target shards exist before vtgate starts (see TestRealReshard in adapters/vtctld).
 	tgt := c.AddShards(t, ks, "-80", "80-")
 	g := c.StartVtgate(t, ks)
@@ -95,40 +83,17 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-
-	var mu sync.Mutex
-	acked := map[int64]string{}
-	var ackTimes []time.Time
-	insert := func(id int64) error {
-		v := "v" + strconv.FormatInt(id*7919, 36)
-		ictx, icancel := context.WithTimeout(ctx, time.Minute)
-		defer icancel()
-		_, err := db.ExecContext(ictx, "INSERT INTO t (id, v) VALUES (?, ?)", id, v)
-		if err == nil {
-			mu.Lock()
-			acked[id] = v
-			ackTimes = append(ackTimes, time.Now())
-			mu.Unlock()
-		}
-		return err
-	}
+	w := vitesstest.NewWriter(db)
 	const preload = 2000
-	for id := int64(1); id <= preload; id++ {
-		require.NoError(t, insert(id))
-	}
+	require.NoError(t, w.Preload(ctx, preload))
 
 	// The store, the record of keyspace ks (one shard 0), and the two daemons.
 	dir := t.TempDir()
 	_, url := startStore(t, dir)
 	st := openURL(t, url)
 	defer st.Close()
-	rec, err := shardmap.NewVindex(ks, shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"t"}}, shardmap.VindexHash,
-		shardmap.Backend{Host: "127.0.0.1", Port: uint16(src.MySQLPort), Database: src.DBName(), Tablet: src.Alias})
+	rec, err := oneShardRecord(ks, src)
 	require.NoError(t, err)
-	rec.Shards[0].Name = "0"
-	v := rec.Layout.Scheme.(shardmap.Vindex)
-	v.Ranges = []keyrange.Range{keyrange.MustParse("0")}
-	rec.Layout.Scheme = v
 	ref := adapters.DBRef{Namespace: "default", Database: "app"}
 	_, err = st.CAS(ctx, ref, 0, rec)
 	require.NoError(t, err)
@@ -143,26 +108,9 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	procs["b"] = start(t, dir, "ctl-b", "serve", "--config", confs["b"], "--log-level", "debug")
 	require.Eventually(t, func() bool { _, err := getStatus(listen["b"]); return err == nil }, 60*time.Second, 20*time.Millisecond, "b never answered")
 
-	// The writer: inserts through vtgate until stopped; a refused insert is not acknowledged.
-	stop := make(chan struct{})
-	var writer sync.WaitGroup
-	var refused atomic.Int64
-	writer.Add(1)
-	go func() {
-		defer writer.Done()
-		for id := int64(preload + 1); ; id++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if insert(id) != nil {
-				refused.Add(1)
-			}
-		}
-	}()
-	stopWriter := sync.OnceFunc(func() { close(stop); writer.Wait() })
-	defer stopWriter()
+	// The writer: inserts through vtgate until stopped.
+	w.Start(ctx, 1)
+	defer w.Stop()
 
 	pc := exec.Command(binary(t), "--config", confs["a"], "cutover", "plan", "app", "--to", "-80,80-", "--workflow", "split")
 	pc.Dir = dir
@@ -209,7 +157,7 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
 	}
 	elapsed, resumed := time.Since(began), time.Since(killed)
-	stopWriter()
+	w.Stop()
 	hist, _, err := controller.GetJSON[controller.CutoverResult](ctx, st, controller.CutoverHistoryKey(ref, 1))
 	require.NoError(t, err)
 	require.Equal(t, "completed", hist.Outcome, "%s\n%s", hist.Reason, procs["b"].log())
@@ -238,44 +186,26 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	require.Equal(t, tgt[1].Alias, final.Shards[1].Backend.Tablet)
 
 	// Per shard: the rows the record locates there, by count and checksum, and nothing lost.
-	mu.Lock()
-	defer mu.Unlock()
-	want := map[string][2]uint64{}
-	for id, v := range acked {
+	rows, err := w.Check(ctx, tgt, func(id int64) (string, error) {
 		loc, err := final.Layout.Locate(strconv.FormatInt(id, 10))
-		require.NoError(t, err)
-		w := want[loc.Name]
-		want[loc.Name] = [2]uint64{w[0] + 1, w[1] + uint64(crc32.ChecksumIEEE([]byte(strconv.FormatInt(id, 10)+":"+v)))}
-	}
+		return loc.Name, err
+	})
+	require.NoError(t, err)
 	lost := 0
-	var sample []int64
-	for _, tb := range tgt {
-		tdb, err := sql.Open("mysql", tb.DSN(tb.DBName()))
-		require.NoError(t, err)
-		var n, sum uint64
-		require.NoError(t, tdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT(id, ':', v))), 0) FROM t").Scan(&n, &sum))
-		tdb.Close()
-		present := map[int64]bool{}
-		for _, id := range tb.Ints(t, "SELECT id FROM t") {
-			present[id] = true
-			if id%97 == 0 && len(sample) < 20 {
-				sample = append(sample, id)
-			}
-		}
-		for id := range acked {
-			if loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10)); loc.Name == tb.Shard && !present[id] {
-				lost++
-			}
-		}
-		require.Equal(t, want[tb.Shard], [2]uint64{n, sum}, "shard %s: rows and checksum", tb.Shard)
-		t.Logf("shard %s: %d rows, crc32 sum %d", tb.Shard, n, sum)
+	for _, r := range rows {
+		require.Equal(t, [2]uint64{r.WantRows, r.WantSum}, [2]uint64{r.Rows, r.Sum}, "shard %s: rows and checksum", r.Shard)
+		require.Zero(t, r.Misplaced, "shard %s holds acknowledged rows located elsewhere", r.Shard)
+		lost += r.Lost
+		t.Logf("shard %s: %d rows, crc32 sum %d", r.Shard, r.Rows, r.Sum)
 	}
 	require.Zero(t, lost, "acknowledged writes lost")
-	// `locate` names the shard whose MySQL holds the row.
-	held := map[int64]string{}
-	for _, tb := range tgt {
-		for _, id := range tb.Ints(t, "SELECT id FROM t") {
-			held[id] = tb.Shard
+	// `locate` names the shard whose MySQL holds the row, on a sample of the real rows.
+	held, err := vitesstest.Holds(ctx, tgt)
+	require.NoError(t, err)
+	var sample []int64
+	for id := range held {
+		if id%97 == 0 && len(sample) < 20 {
+			sample = append(sample, id)
 		}
 	}
 	require.NotEmpty(t, sample)
@@ -290,26 +220,9 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	// Figures, from the audit log: the copy (Create sent to the first Status saying the copy
 	// is done) and the switch of the writes, and the longest gap between acknowledged writes
 	// around it.
-	var created, copied, wrote0, wrote1 int64
-	for _, e := range entries {
-		switch {
-		case e.Event == driver.AuditExec && strings.HasSuffix(e.Step, "/split/create") && created == 0:
-			created = e.At
-		case e.Event == driver.AuditResult && strings.HasSuffix(e.Step, "/split/copy") && copied == 0 && strings.Contains(e.Detail, "copying=false"):
-			copied = e.At
-		case e.Event == driver.AuditExec && strings.HasSuffix(e.Step, "/split/writes"):
-			wrote0 = e.At
-		case e.Event == driver.AuditResult && strings.HasSuffix(e.Step, "/split/writes") && e.OK():
-			wrote1 = e.At
-		}
-	}
-	var pause time.Duration
-	for i := 1; i < len(ackTimes); i++ {
-		if ackTimes[i].After(time.UnixMilli(wrote0).Add(-time.Second)) && ackTimes[i-1].Before(time.UnixMilli(wrote1).Add(time.Second)) {
-			pause = max(pause, ackTimes[i].Sub(ackTimes[i-1]))
-		}
-	}
+	copyTime, wrote0, wrote1 := vreshardFigures(entries)
+	pause := w.LongestPause(wrote0, wrote1)
 	t.Logf("Vitess cutover under serve, 0 -> -80,80-: %d rows acknowledged (%d before), %d writes refused, lost %d; whole run %v; leader killed %v after the start, standby finished %v later; copy %v; SwitchTraffic primary %v, longest write pause through vtgate around it %v",
-		len(acked), preload, refused.Load(), lost, elapsed.Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), resumed.Round(time.Millisecond),
-		time.Duration(copied-created)*time.Millisecond, time.Duration(wrote1-wrote0)*time.Millisecond, pause.Round(time.Millisecond))
+		w.Acked(), preload, w.Refused(), lost, elapsed.Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), resumed.Round(time.Millisecond),
+		copyTime, wrote1.Sub(wrote0), pause.Round(time.Millisecond))
 }
