@@ -67,7 +67,10 @@ func (w *Writer) Preload(ctx context.Context, n int) error {
 
 // Start inserts rows with workers goroutines, one after the other each, until Stop.
 func (w *Writer) Start(ctx context.Context, workers int) {
-	w.stop = make(chan struct{})
+	stop := make(chan struct{})
+	w.mu.Lock()
+	w.stop = stop
+	w.mu.Unlock()
 	ids := make(chan int64)
 	w.wg.Add(1 + workers)
 	go func() {
@@ -76,7 +79,7 @@ func (w *Writer) Start(ctx context.Context, workers int) {
 		for id := w.next; ; id++ {
 			select {
 			case ids <- id:
-			case <-w.stop:
+			case <-stop:
 				return
 			case <-ctx.Done():
 				return

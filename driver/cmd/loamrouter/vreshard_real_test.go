@@ -226,3 +226,73 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 		w.Acked(), preload, w.Refused(), lost, elapsed.Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), resumed.Round(time.Millisecond),
 		copyTime, wrote1.Sub(wrote0), pause.Round(time.Millisecond))
 }
+
+// TestRealVitessCutoverRollback: `cutover rollback` of a Vitess cutover reaches the
+// reshard machine as a cancel. The rollback is filed before any controller runs, so the
+// machine has it from its first step: it cancels the workflow before anything switched.
+// Checked: the filed outcome is cancelled; vtctld lists no workflow; the record serves the
+// source shard 0 again, no target; vtgate serves every row from it; `cutover status` says it
+// cancelled.
+func TestRealVitessCutoverRollback(t *testing.T) {
+	c := vitessCluster.Get(t)
+	setTestTokens(t)
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	ks := "back" + strconv.Itoa(int(vreshardRuns.Add(1)))
+	c.CreateKeyspace(t, ks)
+	src := c.AddShards(t, ks, "0")[0]
+	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
+	c.AddShards(t, ks, "-80", "80-")
+	g := c.StartVtgate(t, ks)
+	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
+	db, err := sql.Open("mysql", g.DSN(ks))
+	require.NoError(t, err)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const rows = 300
+	require.NoError(t, vitesstest.NewWriter(db).Preload(ctx, rows))
+
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	st := openURL(t, url)
+	defer st.Close()
+	rec, err := oneShardRecord(ks, src)
+	require.NoError(t, err)
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+	listen := freePort(t)
+	conf := vitessReshardConfig(t, dir, "a", listen, url, c, g)
+
+	runBin(t, dir, "--config", conf, "cutover", "start", "app", "--to", "-80,80-", "--workflow", "back")
+	out := runBin(t, dir, "--config", conf, "cutover", "rollback", "app")
+	require.Contains(t, out, "reverse requested", out)
+	d := start(t, dir, "ctl-a", "serve", "--config", conf, "--log-level", "debug")
+
+	var p controller.CutoverProgress
+	deadline := time.Now().Add(3 * time.Minute)
+	for p.Outcome == "" {
+		require.True(t, time.Now().Before(deadline), "the reshard did not end:\n%s", d.log())
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", conf, "--output", "json", "cutover", "status", "app")), &p))
+	}
+	hist, _, err := controller.GetJSON[controller.CutoverResult](ctx, st, controller.CutoverHistoryKey(ref, 1))
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", hist.Outcome, "%s\n%s", hist.Reason, d.log())
+	require.Contains(t, hist.Reason, "cancelled by an operator")
+	require.True(t, p.Rollback, "status shows the cancel")
+	require.Contains(t, runBin(t, dir, "--config", conf, "cutover", "status", "app"), "cancelling")
+
+	wf := c.MustVtctldclient(t, "GetWorkflows", ks)
+	require.NotContains(t, string(wf), `"back"`, "the workflow is gone: %s", wf)
+	final, err := st.Read(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{"0"}, shardNames(final))
+	require.Nil(t, final.Target)
+	require.Equal(t, shardmap.Serving, final.State.Phase)
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n))
+	require.Equal(t, rows, n, "vtgate serves every row from the source shard")
+	require.Len(t, src.Ints(t, "SELECT id FROM t"), rows)
+}
