@@ -161,6 +161,13 @@ plan checks every precondition and changes nothing; start asks the running contr
 				if err := c.requests(st).DecideCutover(cmd.Context(), ref, decision); err != nil {
 					return err
 				}
+				if dc, ok := c.cfg.Database(ref); ok && dc.Vitess != nil {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; %s\n", decision, ref, map[string]string{
+						controller.Finalize: "a Vitess cutover completes on its own once the check through vtgate passed",
+						controller.Reverse:  "the Reshard cancels at its next step (before the writes switched) or reverses the traffic (after)",
+					}[decision])
+					return err
+				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; the controller acts on it once every instance has resumed\n", decision, ref)
 				return err
 			},

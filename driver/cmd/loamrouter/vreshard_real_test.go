@@ -267,7 +267,7 @@ func TestRealVitessCutoverRollback(t *testing.T) {
 
 	runBin(t, dir, "--config", conf, "cutover", "start", "app", "--to", "-80,80-", "--workflow", "back")
 	out := runBin(t, dir, "--config", conf, "cutover", "rollback", "app")
-	require.Contains(t, out, "reverse requested", out)
+	require.Contains(t, out, "reverse requested for default/app; the Reshard cancels at its next step", out)
 	d := start(t, dir, "ctl-a", "serve", "--config", conf, "--log-level", "debug")
 
 	var p controller.CutoverProgress
