@@ -51,7 +51,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	// The record is ready: resharding towards a target, ConfigPush done with generation g.
 	switch {
 	case rec.Router.Kind != shardmap.PgDog:
-		r.add("record", "fail", "%s is routed by %s; cutovers here are for PgDog databases (Vitess uses its own Reshard)", ref, rec.Router.Kind)
+		r.add("record", "fail", "%s is routed by %s: the fenced cutover is for PgDog databases; give the database a [databases.vitess] table (vtctld, vtgate) and its cutover is Vitess's Reshard (cutover plan --to <shards>)", ref, rec.Router.Kind)
 	case rec.State.Phase != shardmap.Resharding || rec.Target == nil:
 		r.add("record", "fail", "phase %s; a cutover starts from phase resharding with a target layout (map apply a record with state.phase resharding and target)", rec.State.Phase)
 	case rec.State.To != rec.Generation+1:

@@ -199,6 +199,10 @@ func (d *Controller) runVReshard(ctx context.Context, ref adapters.DBRef, f *Fle
 	const kind = "vreshard"
 	histKey := CutoverHistoryKey(ref, req.From)
 	clear := []string{driver.SnapshotKey(kind, ref.String()), CutoverDecisionKey(ref), CutoverRequestKey(ref)}
+	if f.Workflows == nil {
+		log.Error("the database's fleet has no vtctld; the Vitess cutover waits (set [databases.vitess] vtctld)")
+		return
+	}
 	fresh, run := d.fresh(ctx, kind, ref, histKey, req, clear, log)
 	if !run {
 		return
@@ -214,10 +218,6 @@ func (d *Controller) runVReshard(ctx context.Context, ref adapters.DBRef, f *Fle
 		_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: kind, ID: ref.String(),
 			What: fmt.Sprintf("Vitess cutover of %s requested by %s: generation %d, %s into %s", ref, req.By, rec.Generation,
 				strings.Join(req.Vitess.Source, ","), strings.Join(req.Vitess.Target, ",")), Result: "ok"})
-	}
-	if f.Workflows == nil {
-		log.Error("the database's fleet has no vtctld; the Vitess cutover waits (set [databases.vitess] vtctld)")
-		return
 	}
 	e := newEnding[vreshard.Done]()
 	check := driver.VtgateCheck{DB: f.Vtgate, Record: func(ctx context.Context) (*shardmap.Record, error) { return d.store.Read(ctx, ref) }}
