@@ -38,7 +38,8 @@ func (r Requests) audit(ctx context.Context, e driver.AuditEntry) {
 
 // StartCutover asks for a cutover of ref under plan, from the record's generation now.
 // An already requested cutover is adapters.ErrConflict. Check the plan first (PlanCutover):
-// the controller runs what it is given.
+// the controller runs what it is given. A keyspace routed by Vitess is cut over with
+// StartVitessCutover instead.
 func (r Requests) StartCutover(ctx context.Context, ref adapters.DBRef, plan cutover.Plan) (CutoverRequest, error) {
 	return r.startCutover(ctx, ref, CutoverRequest{Plan: plan}, "cutover start requested: designated "+plan.Designated)
 }
