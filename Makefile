@@ -72,9 +72,13 @@ lint:
 
 # The main job: build the binary, then move a shard with the fenced cutover on local Postgres
 # servers under a write load (see README). It cleans up everything it started, also on Ctrl-C.
+# With the Vitess programs built (LOAM_VITESS_BIN, conformance/vitesstest/vitessbin/build.sh),
+# `make demo VITESS=1` (or `loamrouter demo --vitess`) shows the Vitess half instead: the
+# controller reshards a keyspace 0 -> -80,80- on a throwaway Vitess under writes through vtgate.
 demo:
 	$(GO) build -o $${TMPDIR:-/tmp}/loamrouter ./driver/cmd/loamrouter
-	$${TMPDIR:-/tmp}/loamrouter demo
+	$${TMPDIR:-/tmp}/loamrouter demo $(if $(VITESS),--vitess)
+	@$(if $(VITESS),true,echo "the Vitess half: make demo VITESS=1 (needs LOAM_VITESS_BIN: conformance/vitesstest/vitessbin/build.sh)")
 
 # ---- proof (issue 19): the Coq model of kernel/merge, its theorems and the extracted oracle ----
 # Debian's coq, ocaml-nox, ocaml-findlib and libyojson-ocaml-dev. Everything is built in

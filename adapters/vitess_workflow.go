@@ -32,6 +32,18 @@ type VitessWorkflows interface {
 	// VSchema reads keyspace's VSchema: its sharded flag and, per table, its type and the
 	// type of its primary (first) vindex.
 	VSchema(ctx context.Context, keyspace string) (VSchemaInfo, error)
+	// Tablet reads a tablet's record (GetTablets): its shard and where its MySQL listens,
+	// which a reshard's record names as a target shard's primary.
+	Tablet(ctx context.Context, alias string) (TabletInfo, error)
+}
+
+// TabletInfo is a tablet's record: the shard it belongs to and its MySQL server (host,
+// port and the database the tablet serves, vt_<keyspace> unless overridden).
+type TabletInfo struct {
+	Alias, Keyspace, Shard string
+	MySQLHost              string
+	MySQLPort              int
+	DBName                 string
 }
 
 // WorkflowState is a workflow as vtctld reports it.

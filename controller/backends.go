@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/url"
@@ -28,8 +29,13 @@ type Fleet struct {
 	// Dial opens a shard's server (nil: the database has no shard access, and the
 	// in-doubt monitor, fences and failovers fail saying so).
 	Dial func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error)
-	// Vitess is vtctld, for a database routed by Vitess (nil otherwise).
-	Vitess adapters.VitessControl
+	// Vitess is vtctld, for a database routed by Vitess (nil otherwise); Workflows is
+	// vtctld's workflow API, which a Vitess cutover (machine/vreshard) drives, and Vtgate a
+	// pool of vtgate's MySQL protocol it checks the target shards through (nil without
+	// [databases.vitess] vtgate).
+	Vitess    adapters.VitessControl
+	Workflows adapters.VitessWorkflows
+	Vtgate    *sql.DB
 	// Target is where the rendered files go before every reload (nil: files_dir).
 	Target adapters.ConfigTarget
 	// FilesSeen, when set, says which generation of the files router id sees where it

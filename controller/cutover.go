@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -39,6 +38,9 @@ type CutoverRequest struct {
 	At   int64        `json:"at"`
 	// From is the generation the cutover starts from (the record's when requested).
 	From uint64 `json:"from"`
+	// Vitess, for a keyspace routed by Vitess, is the Reshard to run instead of Plan
+	// (vreshard.go).
+	Vitess *VitessPlan `json:"vitess,omitempty"`
 }
 
 // CutoverDecision is what `cutover finalize` and `cutover rollback` store.
@@ -77,57 +79,37 @@ func GetJSON[T any](ctx context.Context, s adapters.BlobStore, key string) (T, u
 // runCutovers looks for a cutover request of the database and runs it, until ctx ends or
 // the daemon drains.
 func (d *Controller) runCutovers(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, log *slog.Logger) {
-	poll := d.poll
-	if poll <= 0 {
-		poll = 500 * time.Millisecond
-	}
-	for {
-		req, _, err := GetJSON[CutoverRequest](ctx, d.store, CutoverRequestKey(ref))
-		switch {
-		case err == nil:
-			d.runCutover(ctx, dc, ref, f, req, log.With("machine", "cutover"))
-		case !errors.Is(err, adapters.ErrNotFound) && ctx.Err() == nil:
-			log.Warn("reading the cutover request failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.drain:
-			return
-		case <-time.After(poll):
-		}
-	}
+	pollRequests(ctx, d, CutoverRequestKey(ref), "cutover", log, func(req CutoverRequest) {
+		d.runCutover(ctx, dc, ref, f, req, log.With("machine", "cutover"))
+	})
 }
 
 // runCutover runs (or resumes) one requested cutover to its end, then files it in the
-// history.
+// history (requestrun.go).
 func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, req CutoverRequest, log *slog.Logger) {
+	if req.Vitess != nil {
+		d.runVReshard(ctx, ref, f, req, log.With("machine", "vreshard"))
+		return
+	}
 	snapKey := driver.SnapshotKey("cutover", ref.String())
+	clear := []string{snapKey, CutoverDecisionKey(ref), CutoverRequestKey(ref)}
+	fresh, run := d.fresh(ctx, "cutover", ref, CutoverHistoryKey(ref, req.From), req, clear, log)
+	if !run {
+		return
+	}
 	var start []cutover.Input
-	if b, err := d.store.GetBlob(ctx, snapKey); err == nil {
-		var s cutover.Snapshot
-		if err := json.Unmarshal(b.Data, &s); err == nil {
+	if !fresh {
+		// A cutover that ended before its filing is filed without running again.
+		if s, _, err := GetJSON[cutover.Snapshot](ctx, d.store, snapKey); err == nil {
 			if m, err := cutover.Restore(s); err == nil {
 				if out, done := m.Done(); done {
 					log.Info("the cutover had ended; filing it", "outcome", out)
-					d.fileCutover(ctx, ref, req, cutover.Done{Outcome: out, Generation: m.Generation()}, log)
+					d.fileCutover(ctx, ref, req, cutover.Done{Outcome: out, Generation: m.Generation()}, clear, log)
 					return
 				}
 			}
 		}
-	} else if errors.Is(err, adapters.ErrNotFound) {
-		// No snapshot: a fresh start, unless this very request already ran and was filed
-		// (a crash between removing the snapshot and removing the request). A cutover
-		// that ended is never run again.
-		switch h, _, err := GetJSON[CutoverResult](ctx, d.store, CutoverHistoryKey(ref, req.From)); {
-		case err == nil && sameRequest(h.Request, req):
-			log.Info("the cutover had ended and was filed; clearing its request", "outcome", h.Outcome, "generation", h.Generation)
-			d.clearCutover(ctx, ref, log)
-			return
-		case err != nil && !errors.Is(err, adapters.ErrNotFound):
-			log.Error("cannot read the cutover history; not starting the cutover until it can be (a filed cutover is never run again)", "key", CutoverHistoryKey(ref, req.From), "err", err)
-			return
-		}
+	} else {
 		rec, err := d.store.Read(ctx, ref)
 		if err != nil {
 			log.Error("cannot read the record to start the cutover", "err", err)
@@ -141,15 +123,9 @@ func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref ada
 		start = []cutover.Input{cutover.Start{Record: rec, Plan: req.Plan}}
 		_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
 			What: fmt.Sprintf("cutover of %s requested by %s: generation %d, designated %s", ref, req.By, rec.Generation, req.Plan.Designated), Result: "ok"})
-	} else {
-		log.Error("reading the cutover snapshot failed", "err", err)
-		return
 	}
 
-	inputs := make(chan cutover.Input, 4)
-	var done cutover.Done
-	var once sync.Once
-	finished := make(chan struct{})
+	e := newEnding[cutover.Done]()
 	exec := &driver.CutoverExecutor{
 		DB: ref, Store: d.guarded, Target: d.target(dc, f),
 		Render:    func(r *shardmap.Record) (render.Files, error) { return RenderFiles(r, dc) },
@@ -157,12 +133,7 @@ func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref ada
 		Resharder: driver.Lookup(f.Resharders),
 		Backend:   f.backendLookup(ctx),
 		Logger:    log,
-		OnDone: func(c cutover.Done) {
-			once.Do(func() {
-				done = c
-				close(finished)
-			})
-		},
+		OnDone:    e.end,
 	}
 	var stepMu sync.Mutex
 	stepStart := map[string]time.Time{}
@@ -192,52 +163,19 @@ func (d *Controller) runCutover(ctx context.Context, dc *DatabaseConfig, ref ada
 		}}
 	// The operator's decision is forwarded until the machine ends: before the point of no
 	// return a finalize is ignored by it, so it must come again later.
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			dec, _, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
-			if err == nil {
-				var in cutover.Input = cutover.Finalize{}
-				if dec.Decision == "reverse" {
-					in = cutover.Reverse{}
-				}
-				select {
-				case inputs <- in:
-				case <-finished:
-					return
-				case <-ctx.Done():
-					return
-				}
-			}
-			select {
-			case <-t.C:
-			case <-finished:
-				return
-			case <-ctx.Done():
-				return
-			}
+	decision := func(ctx context.Context) (cutover.Input, bool) {
+		dec, _, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
+		if err != nil {
+			return nil, false
 		}
-	}()
-	go func() {
-		select {
-		case <-finished:
-			close(inputs)
-		case <-ctx.Done():
+		if dec.Decision == Reverse {
+			return cutover.Reverse{}, true
 		}
-	}()
-	d.keepRunning(ctx, log, "cutover", func() error {
-		err := driver.Run(ctx, driver.Cutover(audited), driver.Config[cutover.Input]{
-			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: inputs, Drain: d.drain,
-		}, start...)
-		start = nil // a run that stopped resumes from its snapshot
-		return err
-	})
-	select {
-	case <-finished:
+		return cutover.Finalize{}, true
+	}
+	if runToEnd(ctx, d, driver.Cutover(audited), ref.String(), log, start, e, decision) {
 		d.m.cutoverAt(ref.String(), "")
-		d.fileCutover(ctx, ref, req, done, log)
-	default:
+		d.fileCutover(ctx, ref, req, e.done, clear, log)
 	}
 }
 
@@ -268,43 +206,13 @@ func (d *Controller) pushEnded(ctx context.Context, ref adapters.DBRef, gen uint
 
 // fileCutover moves an ended cutover to the history and clears the request, so the next
 // request starts a new machine.
-func (d *Controller) fileCutover(ctx context.Context, ref adapters.DBRef, req CutoverRequest, done cutover.Done, log *slog.Logger) {
+func (d *Controller) fileCutover(ctx context.Context, ref adapters.DBRef, req CutoverRequest, done cutover.Done, clear []string, log *slog.Logger) {
 	res := CutoverResult{Request: req, Outcome: done.Outcome.String(), Generation: done.Generation, Reason: done.Reason,
 		Missed: done.Missed, Lagging: done.Lagging, Unresumed: done.Unresumed, Ended: time.Now().UnixMilli()}
-	data, _ := json.Marshal(res)
-	if _, err := d.guarded.PutBlob(ctx, CutoverHistoryKey(ref, req.From), 0, data); err != nil && !errors.Is(err, adapters.ErrConflict) {
-		log.Error("filing the cutover failed; will try again", "err", err)
-		return
+	if d.file(ctx, "cutover", ref, CutoverHistoryKey(ref, req.From), res, clear,
+		fmt.Sprintf("cutover ended: %s at generation %d%s", res.Outcome, res.Generation, prefixed(": ", res.Reason)), log) {
+		log.Info("cutover ended", "outcome", res.Outcome, "generation", res.Generation, "reason", res.Reason)
 	}
-	if !d.clearCutover(ctx, ref, log) {
-		return
-	}
-	_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
-		What: fmt.Sprintf("cutover ended: %s at generation %d%s", res.Outcome, res.Generation, prefixed(": ", res.Reason)), Result: "ok"})
-	log.Info("cutover ended", "outcome", res.Outcome, "generation", res.Generation, "reason", res.Reason)
-}
-
-// clearCutover removes a filed cutover's snapshot, decision and request, in that order: the
-// request goes last, so a crash in between leaves a request that runCutover finds filed in
-// the history and clears without running it again.
-func (d *Controller) clearCutover(ctx context.Context, ref adapters.DBRef, log *slog.Logger) bool {
-	for _, key := range []string{driver.SnapshotKey("cutover", ref.String()), CutoverDecisionKey(ref), CutoverRequestKey(ref)} {
-		if b, err := d.store.GetBlob(ctx, key); err == nil {
-			if err := d.guarded.DeleteBlob(ctx, key, b.Version); err != nil {
-				log.Error("clearing the finished cutover failed; will try again", "key", key, "err", err)
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// sameRequest reports whether the history's request is req (another cutover from the same
-// generation, after a rollback, is a new request).
-func sameRequest(a, b CutoverRequest) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // cutoverDetail says what a reply carried, for the audit log and progress estimates.

@@ -2,11 +2,8 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"loam.dev/router/adapters"
@@ -49,87 +46,47 @@ type FailoverResult struct {
 // daemon drains. pushes is the database's ConfigPush input, which a PgDog failover hands
 // its new generation to.
 func (d *Controller) runFailovers(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, pushes chan<- configpush.Input, log *slog.Logger) {
-	poll := d.poll
-	if poll <= 0 {
-		poll = 500 * time.Millisecond
-	}
-	for {
-		req, _, err := GetJSON[FailoverRequest](ctx, d.store, FailoverRequestKey(ref))
-		switch {
-		case err == nil:
-			d.runFailover(ctx, dc, ref, f, req, pushes, log.With("machine", "failover"))
-		case !errors.Is(err, adapters.ErrNotFound) && ctx.Err() == nil:
-			log.Warn("reading the failover request failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.drain:
-			return
-		case <-time.After(poll):
-		}
-	}
+	pollRequests(ctx, d, FailoverRequestKey(ref), "failover", log, func(req FailoverRequest) {
+		d.runFailover(ctx, dc, ref, f, req, pushes, log.With("machine", "failover"))
+	})
 }
 
+// runFailover runs (or resumes) one requested failover to its end, then files it in the
+// history (requestrun.go): a failover filed already is never run again.
 func (d *Controller) runFailover(ctx context.Context, dc *DatabaseConfig, ref adapters.DBRef, f *Fleet, req FailoverRequest, pushes chan<- configpush.Input, log *slog.Logger) {
+	histKey := FailoverHistoryKey(ref, req.At)
+	clear := []string{driver.SnapshotKey("failover", ref.String()), FailoverRequestKey(ref)}
+	fresh, run := d.fresh(ctx, "failover", ref, histKey, req, clear, log)
+	if !run {
+		return
+	}
 	var start []failover.Input
-	if _, err := d.store.GetBlob(ctx, driver.SnapshotKey("failover", ref.String())); errors.Is(err, adapters.ErrNotFound) {
+	if fresh {
 		rec, err := d.store.Read(ctx, ref)
 		if err != nil {
 			log.Error("cannot read the record to start the failover", "err", err)
 			return
 		}
 		start = []failover.Input{failover.Start{Record: rec, Shard: req.Shard, Promoted: req.Promoted, Role: dc.AppUser}}
-	} else if err != nil {
-		log.Error("reading the failover snapshot failed", "err", err)
-		return
 	}
 	handoff := &driver.PushHandoff{Inputs: pushes, Store: d.store, ID: ref.String(),
 		Render:    func(r *shardmap.Record) (render.Files, error) { return RenderFiles(r, dc) },
 		Instances: func() []string { return dc.RouterIDs() }}
-	var done failover.Done
-	var once sync.Once
-	finished := make(chan struct{})
+	e := newEnding[failover.Done]()
 	exec := &driver.FailoverExecutor{DB: ref, Store: d.guarded, Backend: f.backendLookup(ctx), Handoff: handoff.Hand, Logger: log,
-		Vitess: f.Vitess, OnDone: func(c failover.Done) { once.Do(func() { done = c; close(finished) }) }}
+		Vitess: f.Vitess, OnDone: e.end}
 	if len(dc.Routers) == 0 {
 		exec.Handoff = func(context.Context, *shardmap.Record) error { return nil } // no router to push to
 	}
 	audited := &driver.Audited[failover.Input, failover.Command]{Kind: "failover", ID: ref.String(), Next: exec, Audit: d.audit, Valid: d.lease.Valid,
 		OnResult: func(c failover.Command, in failover.Input, e driver.AuditEntry) { d.m.step("failover", e) }}
-	inputs := make(chan failover.Input)
-	go func() {
-		select {
-		case <-finished:
-			close(inputs)
-		case <-ctx.Done():
-		}
-	}()
-	d.keepRunning(ctx, log, "failover", func() error {
-		err := driver.Run(ctx, driver.Failover(audited), driver.Config[failover.Input]{
-			ID: ref.String(), Store: d.guarded, Logger: log, Inputs: inputs, Drain: d.drain,
-		}, start...)
-		start = nil
-		return err
-	})
-	select {
-	case <-finished:
-	default:
+	if !runToEnd(ctx, d, driver.Failover(audited), ref.String(), log, start, e, nil) {
 		return
 	}
+	done := e.done
 	res := FailoverResult{Request: req, Outcome: done.Outcome.String(), Generation: done.Generation, Fenced: done.Fenced, Reason: done.Reason, Ended: time.Now().UnixMilli()}
-	data, _ := json.Marshal(res)
-	if _, err := d.guarded.PutBlob(ctx, FailoverHistoryKey(ref, req.At), 0, data); err != nil && !errors.Is(err, adapters.ErrConflict) {
-		log.Error("filing the failover failed", "err", err)
-		return
-	}
-	for _, key := range []string{driver.SnapshotKey("failover", ref.String()), FailoverRequestKey(ref)} {
-		if b, err := d.store.GetBlob(ctx, key); err == nil {
-			_ = d.guarded.DeleteBlob(ctx, key, b.Version)
-		}
-	}
-	_ = d.audit.Append(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "failover", ID: ref.String(),
-		What: fmt.Sprintf("failover of %s ended: %s at generation %d (old primary fenced: %v) %s", req.Shard, res.Outcome, res.Generation, res.Fenced, res.Reason), Result: "ok"})
+	d.file(ctx, "failover", ref, histKey, res, clear,
+		fmt.Sprintf("failover of %s ended: %s at generation %d (old primary fenced: %v) %s", req.Shard, res.Outcome, res.Generation, res.Fenced, res.Reason), log)
 }
 
 func prefixed(p, s string) string {

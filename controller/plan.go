@@ -29,10 +29,12 @@ type PlanCheck struct {
 // PlanReport is `cutover plan`'s answer: every precondition, checked without changing
 // anything.
 type PlanReport struct {
-	DB     string       `json:"db"`
-	Plan   cutover.Plan `json:"plan"`
-	Checks []PlanCheck  `json:"checks"`
-	OK     bool         `json:"ok"`
+	DB   string       `json:"db"`
+	Plan cutover.Plan `json:"plan"`
+	// Vitess is the plan of a Vitess keyspace's cutover (PlanVitessCutover) instead of Plan.
+	Vitess *VitessPlan `json:"vitess,omitempty"`
+	Checks []PlanCheck `json:"checks"`
+	OK     bool        `json:"ok"`
 }
 
 func (r *PlanReport) add(name, status, format string, a ...any) {
@@ -49,7 +51,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	// The record is ready: resharding towards a target, ConfigPush done with generation g.
 	switch {
 	case rec.Router.Kind != shardmap.PgDog:
-		r.add("record", "fail", "%s is routed by %s; cutovers here are for PgDog databases (Vitess uses its own Reshard)", ref, rec.Router.Kind)
+		r.add("record", "fail", "%s is routed by %s: the fenced cutover is for PgDog databases; give the database a [databases.vitess] table (vtctld, vtgate) and its cutover is Vitess's Reshard (cutover plan --to <shards>)", ref, rec.Router.Kind)
 	case rec.State.Phase != shardmap.Resharding || rec.Target == nil:
 		r.add("record", "fail", "phase %s; a cutover starts from phase resharding with a target layout (map apply a record with state.phase resharding and target)", rec.State.Phase)
 	case rec.State.To != rec.Generation+1:
@@ -87,14 +89,7 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	if plan.Role != "" && plan.Role == dc.SchemaAdmin {
 		r.add("fence: role", "fail", "the fenced role %s is also schema_admin, the login PgDog's COPY_DATA and its streams use: fencing it on both layouts would stop the copy and the stream back; give COPY_DATA a login of its own (schema_admin)", plan.Role)
 	}
-	// Nothing else is cutting this database over.
-	if _, err := st.GetBlob(ctx, CutoverRequestKey(ref)); err == nil {
-		r.add("no cutover running", "fail", "a cutover of %s is already requested (see `cutover status`)", ref)
-	} else if !errors.Is(err, adapters.ErrNotFound) {
-		r.add("no cutover running", "fail", "cannot read the requests: %v", err)
-	} else {
-		r.add("no cutover running", "ok", "none requested")
-	}
+	planRequests(ctx, st, ref, r)
 	// No other database's cutover runs on these PgDog instances: SHOW TASKS lists every
 	// database's tasks on an instance together, and the cutover tells its copy and its
 	// streams from others only by task id.
@@ -116,21 +111,6 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	}
 	if !shared {
 		r.add("instances: not shared", "ok", "no other database's cutover runs on these PgDog instances")
-	}
-	// A controller will run it.
-	if b, err := st.GetBlob(ctx, driver.DefaultLeaseKey); err == nil {
-		var l struct {
-			Holder   string `json:"holder"`
-			Released bool   `json:"released"`
-		}
-		_ = json.Unmarshal(b.Data, &l)
-		if l.Released {
-			r.add("controller", "warn", "the last controller (%s) released the lease; the request waits until one runs", l.Holder)
-		} else {
-			r.add("controller", "ok", "held by %s", l.Holder)
-		}
-	} else {
-		r.add("controller", "warn", "no controller has run on this store yet; the request waits for `loamrouter serve`")
 	}
 	// Every instance answers, at the record's generation.
 	for _, id := range plan.Instances {
@@ -236,13 +216,35 @@ func planCutover(ctx context.Context, st Store, ref adapters.DBRef, rec *shardma
 	if _, ok := f.Routers[plan.Designated]; ok {
 		r.add("rollback: reload d", "ok", "%s is reachable to be reloaded from generation %d's files", plan.Designated, rec.Generation)
 	}
-	r.OK = true
-	for _, c := range r.Checks {
-		if c.Status == "fail" {
-			r.OK = false
-		}
+	return r.done()
+}
+
+// planRequests checks that no cutover of ref is requested already and that a controller
+// will run the request.
+func planRequests(ctx context.Context, st Store, ref adapters.DBRef, r *PlanReport) {
+	// Nothing else is cutting this database over.
+	if _, err := st.GetBlob(ctx, CutoverRequestKey(ref)); err == nil {
+		r.add("no cutover running", "fail", "a cutover of %s is already requested (see `cutover status`)", ref)
+	} else if !errors.Is(err, adapters.ErrNotFound) {
+		r.add("no cutover running", "fail", "cannot read the requests: %v", err)
+	} else {
+		r.add("no cutover running", "ok", "none requested")
 	}
-	return r
+	// A controller will run it.
+	if b, err := st.GetBlob(ctx, driver.DefaultLeaseKey); err == nil {
+		var l struct {
+			Holder   string `json:"holder"`
+			Released bool   `json:"released"`
+		}
+		_ = json.Unmarshal(b.Data, &l)
+		if l.Released {
+			r.add("controller", "warn", "the last controller (%s) released the lease; the request waits until one runs", l.Holder)
+		} else {
+			r.add("controller", "ok", "held by %s", l.Holder)
+		}
+	} else {
+		r.add("controller", "warn", "no controller has run on this store yet; the request waits for `loamrouter serve`")
+	}
 }
 
 // writable checks a directory can take a new file, leaving nothing behind.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,10 @@ type CutoverProgress struct {
 	Reverse      bool     `json:"reverse,omitempty"`
 	Outcome      string   `json:"outcome,omitempty"`
 	Alerts       []string `json:"alerts,omitempty"`
+	// Vitess: a Vitess keyspace's cutover (a Reshard); LagMS is its streams' last reported
+	// replication lag (LagBytes is the fenced cutover's).
+	Vitess bool  `json:"vitess,omitempty"`
+	LagMS  int64 `json:"lag_ms,omitempty"`
 }
 
 // lagSample is one catch-up poll's answer.
@@ -98,8 +103,30 @@ type lagSample struct {
 // ProgressFromAudit derives the bar from the audit entries of one cutover (every exec and
 // result entry of machine "cutover" for the database, starting at its request).
 func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, now time.Time) CutoverProgress {
+	return progressFrom(db, entries, threshold, now, cutoverSteps, func(step string) (string, bool, bool) {
+		stage, reverse := parseStage(step)
+		if strings.HasPrefix(stage, "undo") {
+			return "", true, false
+		}
+		if reverse {
+			return "", false, true
+		}
+		return progressStep(stage, false), false, false
+	})
+}
+
+// progressFrom derives the bar of steps from a machine's audit entries; stepOf names the
+// step of a step id, or says it rolls back or reverses.
+func progressFrom(db string, entries []driver.AuditEntry, threshold int64, now time.Time, steps []string,
+	stepOf func(step string) (name string, rollback, reverse bool)) CutoverProgress {
 	p := CutoverProgress{DB: db, LagBytes: -1, LagThreshold: threshold}
-	for _, name := range cutoverSteps {
+	stepIndex := func(name string) int {
+		if i := slices.Index(steps, name); i >= 0 {
+			return i
+		}
+		return len(steps)
+	}
+	for _, name := range steps {
 		p.Steps = append(p.Steps, StepProgress{Name: name, State: "pending"})
 	}
 	var samples []lagSample
@@ -115,8 +142,8 @@ func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 		if e.Step == "" || (e.Event != driver.AuditExec && e.Event != driver.AuditResult) {
 			continue
 		}
-		stage, reverse := parseStage(e.Step)
-		if stage == "undo" || strings.HasPrefix(stage, "undo") {
+		name, rollback, reverse := stepOf(e.Step)
+		if rollback {
 			p.Rollback = true
 			continue
 		}
@@ -124,7 +151,6 @@ func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 			p.Reverse = true
 			continue
 		}
-		name := progressStep(stage, false)
 		i := stepIndex(name)
 		if i >= len(p.Steps) {
 			continue
@@ -172,7 +198,7 @@ func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 			p.Steps[i].State = "running"
 			p.Steps[i].EndMS = 0
 		}
-		if p.Steps[i].Failures > 0 && p.Steps[i].State == "done" && p.Outcome != "" && p.Outcome != "finalized" && i == cur {
+		if p.Steps[i].Failures > 0 && p.Steps[i].State == "done" && p.Outcome != "" && p.Outcome != "finalized" && p.Outcome != "completed" && i == cur {
 			p.Steps[i].State = "failed"
 		}
 	}

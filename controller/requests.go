@@ -38,18 +38,28 @@ func (r Requests) audit(ctx context.Context, e driver.AuditEntry) {
 
 // StartCutover asks for a cutover of ref under plan, from the record's generation now.
 // An already requested cutover is adapters.ErrConflict. Check the plan first (PlanCutover):
-// the controller runs what it is given.
+// the controller runs what it is given. A keyspace routed by Vitess is cut over with
+// StartVitessCutover instead.
 func (r Requests) StartCutover(ctx context.Context, ref adapters.DBRef, plan cutover.Plan) (CutoverRequest, error) {
+	return r.startCutover(ctx, ref, CutoverRequest{Plan: plan}, "cutover start requested: designated "+plan.Designated)
+}
+
+// startCutover stores req, from the record's generation now, and notes what in the audit log.
+func (r Requests) startCutover(ctx context.Context, ref adapters.DBRef, req CutoverRequest, what string) (CutoverRequest, error) {
 	rec, err := r.Store.Read(ctx, ref)
 	if err != nil {
 		return CutoverRequest{}, fmt.Errorf("%s: %w", ref, err)
 	}
-	req := CutoverRequest{Plan: plan, By: r.By, At: time.Now().UnixMilli(), From: rec.Generation}
+	req.By, req.At, req.From = r.By, time.Now().UnixMilli(), rec.Generation
 	if err := PutJSON(ctx, r.Store, CutoverRequestKey(ref), 0, req); err != nil {
 		return CutoverRequest{}, err
 	}
-	r.audit(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: "cutover", ID: ref.String(),
-		What: fmt.Sprintf("cutover start requested: generation %d, designated %s", rec.Generation, plan.Designated), Result: "ok"})
+	machine := "cutover"
+	if req.Vitess != nil {
+		machine = "vreshard"
+	}
+	r.audit(ctx, driver.AuditEntry{Event: driver.AuditAction, Machine: machine, ID: ref.String(),
+		What: fmt.Sprintf("%s, from generation %d", what, rec.Generation), Result: "ok"})
 	return req, nil
 }
 
@@ -142,9 +152,21 @@ func CutoverStatus(ctx context.Context, st Store, ref adapters.DBRef) (CutoverPr
 	} else if err != nil {
 		return CutoverProgress{}, nil, err
 	}
-	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: "cutover", ID: ref.String(), Since: time.UnixMilli(req.At - 1)})
+	machine := "cutover"
+	if req.Vitess != nil {
+		machine = "vreshard"
+	}
+	entries, err := driver.ReadAudit(ctx, st, driver.AuditFilter{Machine: machine, ID: ref.String(), Since: time.UnixMilli(req.At - 1)})
 	if err != nil {
 		return CutoverProgress{}, nil, err
+	}
+	if req.Vitess != nil {
+		p := vreshardProgress(ref.String(), entries, time.Now())
+		p.From = req.From
+		if res != nil {
+			p.Outcome, p.Running = res.Outcome, false
+		}
+		return p, entries, nil
 	}
 	threshold := req.Plan.Options.LagThreshold
 	if threshold <= 0 {

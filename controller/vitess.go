@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -38,6 +39,30 @@ type VitessConfig struct {
 	ServerName string `toml:"server_name"`
 	// Timeout bounds every vtctld call (default 30s).
 	Timeout Duration `toml:"timeout"`
+
+	// A cutover of the keyspace is a Vitess Reshard (machine/vreshard), tuned here.
+	// Cell is the cell whose serving graph the record mirrors (default zone1).
+	Cell string `toml:"cell"`
+	// Vtgate is vtgate's MySQL protocol address, host:port: after the writes switch, the
+	// reshard reads every target shard through it and checks each row is on the shard the
+	// record locates it on. VtgateUser and VtgatePasswordEnv log in (vtgate's
+	// --mysql-auth-server-static-string user). Without vtgate a reshard is refused by its
+	// plan. The session is plaintext: off loopback only with insecure = true.
+	Vtgate            string `toml:"vtgate"`
+	VtgateUser        string `toml:"vtgate_user"`
+	VtgatePasswordEnv string `toml:"vtgate_password_env"`
+	// MaxLag is the replication lag under which the copy counts as caught up (default 5s);
+	// PollEvery how often the copy and the VDiff are asked again (default 1s).
+	MaxLag    Duration `toml:"max_lag"`
+	PollEvery Duration `toml:"poll_every"`
+}
+
+// cell is the reshard's cell.
+func (v *VitessConfig) cell() string {
+	if v.Cell == "" {
+		return "zone1"
+	}
+	return v.Cell
 }
 
 // check validates the table at key (databases[i].vitess); insecure is the database's.
@@ -57,6 +82,17 @@ func (v *VitessConfig) check(key string, insecure bool) (string, string) {
 	}
 	if v.CAFile == "" && !insecure && !isLoopback(host) {
 		return key + ".ca_file", fmt.Sprintf("vtctld %s is off loopback and would be reached in plaintext; give ca_file (and cert_file, key_file when vtctld runs with --grpc-ca), or set insecure = true for development", v.Vtctld)
+	}
+	if v.Vtgate != "" {
+		gh, _, err := net.SplitHostPort(v.Vtgate)
+		switch {
+		case err != nil:
+			return key + ".vtgate", fmt.Sprintf("%q is not host:port (%v); give vtgate's MySQL protocol address (its --mysql-server-port)", v.Vtgate, err)
+		case !insecure && !isLoopback(gh):
+			return key + ".vtgate", fmt.Sprintf("vtgate %s is off loopback and its session would be plaintext; run the controller beside a vtgate (127.0.0.1), or set insecure = true for development", v.Vtgate)
+		case v.VtgateUser == "":
+			return key + ".vtgate_user", "give the vtgate user the reshard's check logs in as (vtgate_user, and vtgate_password_env)"
+		}
 	}
 	return "", ""
 }
@@ -96,8 +132,21 @@ func openVitess(f *Fleet, dc *DatabaseConfig) error {
 	if err != nil {
 		return fmt.Errorf("databases %s: %w", dc.Name, err)
 	}
-	f.Vitess = c
+	f.Vitess, f.Workflows = c, c
 	f.closers = append(f.closers, func() { _ = c.Close() })
+	if dc.Vitess.Vtgate != "" {
+		gc := mysql.NewConfig()
+		gc.User, gc.Passwd, gc.Net, gc.Addr = dc.Vitess.VtgateUser, secret(dc.Vitess.VtgatePasswordEnv), "tcp", dc.Vitess.Vtgate
+		gc.Timeout = 10 * time.Second
+		conn, err := mysql.NewConnector(gc)
+		if err != nil {
+			return fmt.Errorf("databases %s: vitess.vtgate: %w", dc.Name, err)
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(4)
+		f.Vtgate = db
+		f.closers = append(f.closers, func() { _ = db.Close() })
+	}
 	if dc.ShardUser != "" {
 		f.Dial = func(ctx context.Context, b shardmap.Backend) (adapters.ShardBackend, error) {
 			return mysqladapter.Open(ctx, mysqlDSN(dc, b), mysqladapter.Options{})

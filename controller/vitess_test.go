@@ -21,6 +21,9 @@ func TestVitessConfigRefusesPlaintextOffLoopback(t *testing.T) {
 		{"plaintext off loopback", db + "[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\n", "databases[0].vitess.ca_file: vtctld 10.0.0.9:15999 is off loopback and would be reached in plaintext"},
 		{"cert without key", db + "[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\nca_file = \"ca.pem\"\ncert_file = \"c.pem\"\n", "databases[0].vitess.cert_file: give both cert_file and key_file"},
 		{"cert without TLS", db + "insecure = true\n[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n", "databases[0].vitess.ca_file: a client certificate needs TLS"},
+		{"vtgate not host:port", db + "[databases.vitess]\nvtctld = \"127.0.0.1:15999\"\nvtgate = \"vtgate\"\n", `databases[0].vitess.vtgate: "vtgate" is not host:port`},
+		{"vtgate off loopback", db + "[databases.vitess]\nvtctld = \"127.0.0.1:15999\"\nvtgate = \"10.0.0.9:15306\"\nvtgate_user = \"loam\"\n", "databases[0].vitess.vtgate: vtgate 10.0.0.9:15306 is off loopback and its session would be plaintext"},
+		{"vtgate without user", db + "[databases.vitess]\nvtctld = \"127.0.0.1:15999\"\nvtgate = \"127.0.0.1:15306\"\n", "databases[0].vitess.vtgate_user: give the vtgate user"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseConfig("loam.toml", []byte(c.text))
@@ -33,6 +36,8 @@ func TestVitessConfigRefusesPlaintextOffLoopback(t *testing.T) {
 		db + "[databases.vitess]\nvtctld = \"localhost:15999\"\n",
 		db + "insecure = true\n[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\n",
 		db + "[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\nca_file = \"ca.pem\"\n",
+		db + "[databases.vitess]\nvtctld = \"127.0.0.1:15999\"\nvtgate = \"127.0.0.1:15306\"\nvtgate_user = \"loam\"\n",
+		db + "insecure = true\n[databases.vitess]\nvtctld = \"10.0.0.9:15999\"\nvtgate = \"10.0.0.9:15306\"\nvtgate_user = \"loam\"\n",
 	} {
 		_, err := ParseConfig("loam.toml", []byte(ok))
 		require.NoError(t, err, ok)

@@ -29,10 +29,10 @@ import (
 	"loam.dev/router/adapters/kubernetes"
 	"loam.dev/router/conformance/etcdtest"
 	"loam.dev/router/conformance/kubetest"
-	"loam.dev/router/conformance/refrouter"
 	ctl "loam.dev/router/controller"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/refrouter"
 )
 
 var (

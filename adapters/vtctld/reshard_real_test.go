@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strconv"
 	"sync"
@@ -79,8 +78,8 @@ func TestRealReshard(t *testing.T) {
 	ks := "rs" + strconv.Itoa(int(reshardRuns.Add(1))) // a keyspace per run: -count=N shares the cluster
 	c.CreateKeyspace(t, ks)
 	src := c.AddShards(t, ks, "0")[0]
-	c.MustVtctldclient(t, "ApplySchema", "--sql", "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)", ks)
-	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", `{"sharded": true, "vindexes": {"hash": {"type": "hash"}}, "tables": {"t": {"column_vindexes": [{"column": "id", "name": "hash"}]}}}`, ks)
+	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
 	// The target shards exist (not serving) before vtgate starts, as in a deployment
 	// where vtgate has been running: a vtgate started earlier finds tablets it did not see
 	// only at its next topology refresh (--tablet-refresh-interval, 1 min), which is a
@@ -93,45 +92,12 @@ func TestRealReshard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	var mu sync.Mutex
-	acked := map[int64]string{}
-	var ackTimes []time.Time
-	insert := func(id int64) error {
-		v := "v" + strconv.FormatInt(id*7919, 36)
-		ictx, icancel := context.WithTimeout(ctx, time.Minute)
-		defer icancel()
-		_, err := db.ExecContext(ictx, "INSERT INTO t (id, v) VALUES (?, ?)", id, v)
-		if err == nil {
-			mu.Lock()
-			acked[id] = v
-			ackTimes = append(ackTimes, time.Now())
-			mu.Unlock()
-		}
-		return err
-	}
+	// The writer: inserts through vtgate all along; a refused insert is not acknowledged.
+	w := vitesstest.NewWriter(db)
 	const preload = 3000
-	for id := int64(1); id <= preload; id++ {
-		require.NoError(t, insert(id))
-	}
-
-	// The writer: inserts through vtgate until stopped; a refused insert is not acknowledged.
-	stop := make(chan struct{})
-	var writer sync.WaitGroup
-	refused := 0
-	writer.Add(1)
-	go func() {
-		defer writer.Done()
-		for id := int64(preload + 1); ; id++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if insert(id) != nil {
-				refused++
-			}
-		}
-	}()
+	require.NoError(t, w.Preload(ctx, preload))
+	w.Start(ctx, 1)
+	defer w.Stop()
 
 	rec, err := shardmap.NewVindex(ks, shardmap.Key{Column: "id", Type: shardmap.Bigint}, shardmap.VindexHash,
 		shardmap.Backend{Host: "127.0.0.1", Port: uint16(src.MySQLPort), Database: src.DBName(), Tablet: src.Alias})
@@ -152,9 +118,7 @@ func TestRealReshard(t *testing.T) {
 	// verify: every row on a target shard is one the stored record locates there, and
 	// vtgate serves at least every row acknowledged before the check began.
 	verify := func(ctx context.Context, keyspace string, shards []string) error {
-		mu.Lock()
-		want := len(acked)
-		mu.Unlock()
+		want := w.Acked()
 		cur, err := store.Read(ctx, ref)
 		if err != nil {
 			return err
@@ -202,8 +166,7 @@ func TestRealReshard(t *testing.T) {
 	// The standby: a new run, the same snapshot store.
 	require.NoError(t, driver.Run(ctx, driver.VReshard(wrap), driver.Config[vreshard.Input]{ID: ref.String(), Store: blobs}))
 	elapsed := time.Since(began)
-	close(stop)
-	writer.Wait()
+	w.Stop()
 	require.Equal(t, vreshard.Completed, done.Outcome, done.Reason)
 
 	final, err := store.Read(ctx, ref)
@@ -220,51 +183,19 @@ func TestRealReshard(t *testing.T) {
 	require.Equal(t, []string{"-80", "80-"}, live, "the record mirrors the serving partition")
 
 	// Per shard: the rows the record locates there, by count and checksum, and nothing else.
-	mu.Lock()
-	defer mu.Unlock()
-	want := map[string][2]uint64{}
-	for id, v := range acked {
+	rows, err := w.Check(ctx, tgt, func(id int64) (string, error) {
 		loc, err := final.Layout.Locate(strconv.FormatInt(id, 10))
-		require.NoError(t, err)
-		w := want[loc.Name]
-		want[loc.Name] = [2]uint64{w[0] + 1, w[1] + uint64(crc32.ChecksumIEEE([]byte(strconv.FormatInt(id, 10)+":"+v)))}
+		return loc.Name, err
+	})
+	require.NoError(t, err)
+	for _, r := range rows {
+		require.Equal(t, [2]uint64{r.WantRows, r.WantSum}, [2]uint64{r.Rows, r.Sum}, "shard %s: rows and checksum", r.Shard)
+		require.Zero(t, r.Misplaced, "shard %s: locate and Vitess agree on every acknowledged row", r.Shard)
+		require.Zero(t, r.Lost, "shard %s: acknowledged writes lost", r.Shard)
+		t.Logf("shard %s: %d rows, crc32 sum %d", r.Shard, r.Rows, r.Sum)
 	}
-	lost := 0
-	for _, tb := range tgt {
-		tdb, err := sql.Open("mysql", tb.DSN(tb.DBName()))
-		require.NoError(t, err)
-		var n, sum uint64
-		require.NoError(t, tdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT(id, ':', v))), 0) FROM t").Scan(&n, &sum))
-		ids := tb.Ints(t, "SELECT id FROM t")
-		tdb.Close()
-		for _, id := range ids {
-			if _, ok := acked[id]; !ok {
-				continue // a write whose answer was lost in the switch: there, not acknowledged
-			}
-			loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10))
-			require.Equal(t, tb.Shard, loc.Name, "row %d: locate and Vitess agree", id)
-		}
-		present := map[int64]bool{}
-		for _, id := range ids {
-			present[id] = true
-		}
-		for id := range acked {
-			if loc, _ := final.Layout.Locate(strconv.FormatInt(id, 10)); loc.Name == tb.Shard && !present[id] {
-				lost++
-			}
-		}
-		require.Equal(t, want[tb.Shard], [2]uint64{n, sum}, "shard %s: rows and checksum", tb.Shard)
-		t.Logf("shard %s: %d rows, crc32 sum %d", tb.Shard, n, sum)
-	}
-	require.Zero(t, lost, "acknowledged writes lost")
-
-	var pause time.Duration
-	for i := 1; i < len(ackTimes); i++ {
-		if ackTimes[i].After(wrap.switched[0].Add(-time.Second)) && ackTimes[i-1].Before(wrap.switched[1].Add(time.Second)) {
-			pause = max(pause, ackTimes[i].Sub(ackTimes[i-1]))
-		}
-	}
+	pause := w.LongestPause(wrap.switched[0], wrap.switched[1])
 	t.Logf("reshard 0 -> -80,80-: %d rows acknowledged (%d before), %d writes refused, lost 0; whole run %v; copy %v (Create to copy done); SwitchTraffic primary %v, longest write pause through vtgate around it %v",
-		len(acked), preload, refused, elapsed.Round(time.Millisecond), wrap.copyDone.Sub(wrap.at["vreshard.Create"]).Round(time.Millisecond),
+		w.Acked(), preload, w.Refused(), elapsed.Round(time.Millisecond), wrap.copyDone.Sub(wrap.at["vreshard.Create"]).Round(time.Millisecond),
 		wrap.switched[1].Sub(wrap.switched[0]).Round(time.Millisecond), pause.Round(time.Millisecond))
 }

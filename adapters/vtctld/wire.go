@@ -163,11 +163,14 @@ func (a *tabletAlias) unmarshal(b []byte) error {
 }
 
 // tabletRecord is the part of topodata.Tablet the client reads: {1: alias, 5: keyspace,
-// 6: shard, 8: type}.
+// 6: shard, 8: type, 9: db_name_override, 12: mysql_hostname, 13: mysql_port}.
 type tabletRecord struct {
 	alias           tabletAlias
 	keyspace, shard string
 	typ             int32
+	dbName          string
+	mysqlHost       string
+	mysqlPort       int32
 }
 
 func (t *tabletRecord) unmarshal(b []byte) error {
@@ -193,6 +196,20 @@ func (t *tabletRecord) unmarshal(b []byte) error {
 				return err
 			}
 			t.typ = int32(fl.varint)
+		case 9, 12:
+			if err := fl.want(protowire.BytesType); err != nil {
+				return err
+			}
+			if fl.num == 9 {
+				t.dbName = string(fl.bytes)
+			} else {
+				t.mysqlHost = string(fl.bytes)
+			}
+		case 13:
+			if err := fl.want(protowire.VarintType); err != nil {
+				return err
+			}
+			t.mysqlPort = int32(fl.varint)
 		}
 		return nil
 	})

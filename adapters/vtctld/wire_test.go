@@ -25,12 +25,15 @@ func TestDecodeSkipsWhatItDoesNotRead(t *testing.T) {
 	tab = protowire.AppendFixed32(tagged(tab, 99, protowire.Fixed32Type), 7)
 	tab = protowire.AppendFixed64(tagged(tab, 98, protowire.Fixed64Type), 7)
 	tab = appendVarint(tab, 8, 2)
+	tab = appendString(tab, 12, "10.0.0.7") // mysql_hostname
+	tab = appendVarint(tab, 13, 17100)      // mysql_port
+	tab = appendString(tab, 9, "shop")      // db_name_override
 	resp := appendBytes(nil, 1, tab)
 	resp = appendBytes(resp, 1, appendBytes(nil, 1, appendString(nil, 1, "zone2")))
 	var got getTabletsResponse
 	require.NoError(t, got.unmarshal(resp))
 	require.Equal(t, []tabletRecord{
-		{alias: tabletAlias{cell: "zone1", uid: 101}, keyspace: "customer", shard: "-80", typ: 2},
+		{alias: tabletAlias{cell: "zone1", uid: 101}, keyspace: "customer", shard: "-80", typ: 2, mysqlHost: "10.0.0.7", mysqlPort: 17100, dbName: "shop"},
 		{alias: tabletAlias{cell: "zone2"}},
 	}, got.tablets)
 }

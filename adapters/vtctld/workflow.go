@@ -208,3 +208,27 @@ func (c *Client) VSchema(ctx context.Context, keyspace string) (adapters.VSchema
 	}
 	return out, nil
 }
+
+// Tablet reads a tablet's record (GetTablets, strict): its shard and its MySQL server. A
+// tablet vtctld does not list is an error matching adapters.ErrNotFound.
+func (c *Client) Tablet(ctx context.Context, alias string) (adapters.TabletInfo, error) {
+	a, err := adapters.ParseTabletAlias(alias)
+	if err != nil {
+		return adapters.TabletInfo{}, c.error("GetTablets", "", "", alias, err, "give a tablet alias, as vtctldclient GetTablets prints it")
+	}
+	pb := tabletAlias{cell: a.Cell, uid: a.UID}
+	var got getTabletsResponse
+	if err := c.call(ctx, "GetTablets", "", "", getTabletsRequest{aliases: []tabletAlias{pb}, strict: true}, &got); err != nil {
+		return adapters.TabletInfo{}, err
+	}
+	i := slices.IndexFunc(got.tablets, func(t tabletRecord) bool { return t.alias == pb })
+	if i < 0 {
+		return adapters.TabletInfo{}, c.error("GetTablets", "", "", alias, fmt.Errorf("%w: vtctld lists no tablet %s", adapters.ErrNotFound, alias), "")
+	}
+	t := got.tablets[i]
+	db := t.dbName
+	if db == "" {
+		db = "vt_" + t.keyspace
+	}
+	return adapters.TabletInfo{Alias: a.String(), Keyspace: t.keyspace, Shard: t.shard, MySQLHost: t.mysqlHost, MySQLPort: int(t.mysqlPort), DBName: db}, nil
+}

@@ -58,6 +58,11 @@ func Start(t testing.TB) *Cluster {
 	return c
 }
 
+// Open starts a cluster outside a test (a demo): etcd and vtctld, the cell registered. An
+// error matching ErrNoBinaries means the machine cannot run Vitess (it names
+// LOAM_VITESS_BIN). Close stops and removes it.
+func Open() (*Cluster, error) { return start() }
+
 func start() (*Cluster, error) {
 	bins, err := FindBinaries()
 	if err != nil {
@@ -259,7 +264,17 @@ func (c *Cluster) MustVtctldclient(t testing.TB, args ...string) []byte {
 // MariaDB without replicas can meet).
 func (c *Cluster) CreateKeyspace(t testing.TB, keyspace string) {
 	t.Helper()
-	c.MustVtctldclient(t, "CreateKeyspace", "--durability-policy=none", keyspace)
+	if err := c.NewKeyspace(context.Background(), keyspace); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NewKeyspace is CreateKeyspace outside a test.
+func (c *Cluster) NewKeyspace(ctx context.Context, keyspace string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err := c.Vtctldclient(ctx, "CreateKeyspace", "--durability-policy=none", keyspace)
+	return err
 }
 
 // SignalVtctld sends sig to vtctld (SIGSTOP freezes it, SIGCONT thaws it), for tests of a vtctld

@@ -3,6 +3,7 @@ package vitesstest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -103,6 +104,15 @@ func (tb *Tablet) name(prog string) string { return fmt.Sprintf("%s-%d", prog, t
 // are in the order of shards.
 func (c *Cluster) AddShards(t testing.TB, keyspace string, shards ...string) []*Tablet {
 	t.Helper()
+	tablets, err := c.StartShards(context.Background(), keyspace, shards...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tablets
+}
+
+// StartShards is AddShards outside a test.
+func (c *Cluster) StartShards(ctx context.Context, keyspace string, shards ...string) ([]*Tablet, error) {
 	tablets := make([]*Tablet, len(shards))
 	errs := make([]error, len(shards))
 	var wg sync.WaitGroup
@@ -114,13 +124,10 @@ func (c *Cluster) AddShards(t testing.TB, keyspace string, shards ...string) []*
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	c.elect(t, tablets)
-	return tablets
+	return tablets, c.elect(ctx, tablets)
 }
 
 // StartTablet starts a tablet of keyspace/shard (keyspace made by CreateKeyspace) and
@@ -138,14 +145,20 @@ func (c *Cluster) StartTablet(t testing.TB, keyspace, shard string) *Tablet {
 
 // elect makes every tablet its shard's primary with PlannedReparentShard and rebuilds the
 // keyspace's serving graph.
-func (c *Cluster) elect(t testing.TB, tablets []*Tablet) {
-	t.Helper()
+func (c *Cluster) elect(ctx context.Context, tablets []*Tablet) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	for _, tb := range tablets {
-		c.MustVtctldclient(t, "PlannedReparentShard", tb.Keyspace+"/"+tb.Shard, "--new-primary", tb.Alias)
+		if _, err := c.Vtctldclient(ctx, "PlannedReparentShard", tb.Keyspace+"/"+tb.Shard, "--new-primary", tb.Alias); err != nil {
+			return err
+		}
 	}
 	if len(tablets) > 0 {
-		c.MustVtctldclient(t, "RebuildKeyspaceGraph", tablets[0].Keyspace)
+		if _, err := c.Vtctldclient(ctx, "RebuildKeyspaceGraph", tablets[0].Keyspace); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (c *Cluster) startTablet(keyspace, shard string) (*Tablet, error) {

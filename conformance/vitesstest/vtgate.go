@@ -37,6 +37,15 @@ type Gate struct {
 // returns it. Close stops it.
 func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
 	t.Helper()
+	g, err := c.OpenVtgate(keyspaces...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// OpenVtgate is StartVtgate outside a test.
+func (c *Cluster) OpenVtgate(keyspaces ...string) (*Gate, error) {
 	var pw [16]byte
 	rand.Read(pw[:])
 	c.mu.Lock()
@@ -44,7 +53,7 @@ func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
 	c.mu.Unlock()
 	auth, err := json.Marshal(map[string][]map[string]string{g.User: {{"Password": g.Password, "UserData": g.User}}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	err = retryPort(func() error {
 		ports, err := freePorts(3)
@@ -75,12 +84,12 @@ func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.mu.Lock()
 	c.gates = append(c.gates, g)
 	c.mu.Unlock()
-	return g
+	return g, nil
 }
 
 // DSN is a go-sql-driver/mysql data source name for vtgate as its user on database (a

@@ -25,6 +25,13 @@ resume; then finalize (stop the reverse stream, clear the fence on the source) o
 (the same steps the other way). Source and destination shards must be on different
 servers: a role's fence holds for a whole server.
 
+For a keyspace routed by Vitess ([databases.vitess]) the cutover is Vitess's Reshard of the
+record's shards into the shards --to names: create the workflow, wait for the copy and the
+lag, VDiff, switch the reads then the writes, check every target shard through vtgate,
+complete; the record mirrors the serving partition after every step. rollback cancels it
+before the writes switched and reverses the traffic after; it completes on its own once the
+check through vtgate passed.
+
 plan checks every precondition and changes nothing; start asks the running controller
 (loamrouter serve) to do it; status shows where it is; finalize and rollback decide.`,
 	}
@@ -34,12 +41,15 @@ plan checks every precondition and changes nothing; start asks the running contr
 		cc.Flags().String("role", "", "application role fenced on the shards of both layouts (default databases.app_user)")
 		cc.Flags().Int64("lag-threshold", 0, "replication lag in bytes at which the copy counts as caught up (default 1000000)")
 		cc.Flags().Duration("grace", 0, "wait between stopping the reverse stream and clearing the fence at finalize (default 60s)")
+		cc.Flags().StringSlice("to", nil, "Vitess keyspaces: the target shards of the Reshard (e.g. --to -80,80-)")
+		cc.Flags().String("workflow", "", "Vitess keyspaces: the Reshard workflow's name (default loam_g<generation>)")
 	}
 	plan := &cobra.Command{
 		Use:   "plan <db>",
 		Short: "Dry run: check every precondition of a cutover, including that a rollback would work; change nothing",
 		Example: `  loamrouter cutover plan app
-  loamrouter cutover plan app --designated pgdog-2 --output json`,
+  loamrouter cutover plan app --designated pgdog-2 --output json
+  loamrouter cutover plan customer --to -80,80-`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, st, err := c.plan(cmd, args[0])
@@ -74,7 +84,12 @@ plan checks every precondition and changes nothing; start asks the running contr
 				return errors.New("not started: preconditions fail (see above)")
 			}
 			ref := c.db(args[0])
-			req, err := c.requests(st).StartCutover(cmd.Context(), ref, rep.Plan)
+			var req controller.CutoverRequest
+			if rep.Vitess != nil {
+				req, err = c.requests(st).StartVitessCutover(cmd.Context(), ref, *rep.Vitess)
+			} else {
+				req, err = c.requests(st).StartCutover(cmd.Context(), ref, rep.Plan)
+			}
 			if err != nil {
 				if errors.Is(err, adapters.ErrConflict) {
 					return fmt.Errorf("a cutover of %s is already requested; see `loamrouter cutover status %s`", ref, args[0])
@@ -146,6 +161,13 @@ plan checks every precondition and changes nothing; start asks the running contr
 				if err := c.requests(st).DecideCutover(cmd.Context(), ref, decision); err != nil {
 					return err
 				}
+				if dc, ok := c.cfg.Database(ref); ok && dc.Vitess != nil {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; %s\n", decision, ref, map[string]string{
+						controller.Finalize: "a Vitess cutover completes on its own once the check through vtgate passed",
+						controller.Reverse:  "the Reshard cancels at its next step (before the writes switched) or reverses the traffic (after)",
+					}[decision])
+					return err
+				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; the controller acts on it once every instance has resumed\n", decision, ref)
 				return err
 			},
@@ -163,6 +185,20 @@ func (c *cli) plan(cmd *cobra.Command, db string) (*controller.PlanReport, Store
 	dc, ok := c.cfg.Database(ref)
 	if !ok {
 		return nil, nil, fmt.Errorf("%s has no [[databases]] table in %s: a cutover needs its routers and logins", ref, c.cfg.Source())
+	}
+	if dc.Vitess != nil {
+		to, _ := cmd.Flags().GetStringSlice("to")
+		workflow, _ := cmd.Flags().GetString("workflow")
+		st, err := c.openStore(cmd.Context())
+		if err != nil {
+			return nil, nil, err
+		}
+		rep, err := controller.PlanVitessCutover(cmd.Context(), st, c.cfg, ref, to, workflow, c.opener())
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		return rep, st, nil
 	}
 	p := dc.CutoverPlan()
 	if v, _ := cmd.Flags().GetString("designated"); v != "" {

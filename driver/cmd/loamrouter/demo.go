@@ -25,6 +25,7 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
+	"loam.dev/router/conformance/vitesstest"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
@@ -47,9 +48,17 @@ with the fenced cutover while printing its progress; one router instance is unre
 the controller throughout, so the fence has a stale router to refuse. It ends with a report:
 the generation timeline, the pause window, writes acknowledged / refused by the fence / lost,
 and the pgdog.toml of the new generation. Everything it started is stopped and removed,
-also on Ctrl-C.`,
+also on Ctrl-C.
+
+With --vitess it shows the Vitess half: a throwaway Vitess (etcd, vtctld, one primary
+vttablet per shard on MariaDB, vtgate; the programs from $LOAM_VITESS_BIN, which
+conformance/vitesstest/vitessbin/build.sh builds), keyspace demo of one shard resharded into
+-80 and 80- by the controller (cutover plan and start: Vitess's Reshard, the record mirroring
+every step) while writers insert through vtgate; its report gives the copy time, the write
+pause around SwitchTraffic, and every acknowledged row found on the shard the record names.`,
 		Example: `  make demo
   loamrouter demo
+  LOAM_VITESS_BIN=<dir build.sh printed> loamrouter demo --vitess
   loamrouter demo --report cutover.html --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +68,16 @@ also on Ctrl-C.`,
 			opts.noInstall, _ = cmd.Flags().GetBool("no-install")
 			opts.workers, _ = cmd.Flags().GetInt("workers")
 			opts.steady, _ = cmd.Flags().GetDuration("steady")
+			if v, _ := cmd.Flags().GetBool("vitess"); v {
+				r, err := runVitessDemo(cmd.Context(), cmd.OutOrStdout(), opts)
+				if err != nil {
+					return err
+				}
+				if r.Lost > 0 || r.Misplaced > 0 {
+					return fmt.Errorf("%d acknowledged writes were lost, %d are on another shard than the record says", r.Lost, r.Misplaced)
+				}
+				return nil
+			}
 			r, err := runDemo(cmd.Context(), cmd.OutOrStdout(), opts)
 			pglaunch.RemoveTemplate() // the servers' initdb template, made once per process
 			if err != nil {
@@ -75,6 +94,7 @@ also on Ctrl-C.`,
 	cmd.Flags().Bool("no-install", false, "never install PostgreSQL; fail when it is missing")
 	cmd.Flags().Int("workers", 8, "client goroutines writing through the routers")
 	cmd.Flags().Duration("steady", 2*time.Second, "how long the load runs before and after the cutover")
+	cmd.Flags().Bool("vitess", false, "the Vitess half instead: a throwaway Vitess (etcd, vtctld, vttablets on MariaDB, vtgate; the programs from $"+vitesstest.EnvBinDir+"), keyspace demo resharded 0 -> -80,80- by the controller under writes through vtgate")
 	return cmd
 }
 
@@ -287,16 +307,10 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	dc := &cfg.Databases[0]
-	st, err := openDemoStore(cfg)
-	if err != nil {
-		return nil, err
-	}
 	ref := adapters.DBRef{Namespace: "default", Database: demoDB}
-	if _, err := st.CAS(ctx, ref, 0, rec); err != nil {
-		st.Close()
+	if err := storeFirstRecord(ctx, cfg, ref, rec); err != nil {
 		return nil, err
 	}
-	st.Close()
 	files1, err := controller.RenderFiles(rec, dc)
 	if err != nil {
 		return nil, err
@@ -313,45 +327,20 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		return nil, err
 	}
 	cleanups = append(cleanups, w.fleet.Close)
-	logFile, err := os.Create(filepath.Join(root, "controller.log"))
+	c := &cli{open: w.opener}
+	logPath, stop, err := startDemoDaemon(ctx, c, root, confPath)
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { logFile.Close() })
-	dctx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	go func() {
-		root := newRootFor(&cli{open: w.opener})
-		root.SetArgs([]string{"--config", confPath, "--log-format", "json", "serve"})
-		root.SetErr(logFile)
-		root.SetOut(io.Discard)
-		served <- root.ExecuteContext(dctx)
-	}()
-	cleanups = append(cleanups, func() {
-		stopDaemon() // a drain: what is in flight finishes and is recorded
-		select {
-		case <-served:
-		case <-time.After(35 * time.Second):
-		}
-	})
-	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logFile.Name())
+	cleanups = append(cleanups, stop)
+	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logPath)
 	remote, err := waitForStore(ctx, "http://"+listen, token)
 	if err != nil {
 		return nil, err
 	}
 	defer remote.Close()
-	c := &cli{open: w.opener}
 	runCLI := func(print bool, args ...string) (string, error) {
-		root := newRootFor(c)
-		var buf strings.Builder
-		root.SetOut(&buf)
-		root.SetErr(&buf)
-		root.SetArgs(append([]string{"--config", confPath, "--log-level", "error"}, args...))
-		err := root.ExecuteContext(ctx)
-		if print {
-			fmt.Fprintf(out, "$ loamrouter %s\n%s", strings.Join(args, " "), indent(buf.String()))
-		}
-		return buf.String(), err
+		return demoCLI(ctx, c, confPath, out, print, args...)
 	}
 	if err := waitPushed(ctx, remote, ref, 1, 3); err != nil {
 		return nil, err
@@ -646,6 +635,58 @@ func (r *demoReport) print(out io.Writer, report string) {
 		fmt.Fprintf(out, "picture of the cutover: %s\n", report)
 	}
 	fmt.Fprintf(out, "demo wall time %v\n", r.Wall.Round(time.Millisecond))
+}
+
+// startDemoDaemon runs `loamrouter serve` on confPath in this process, its log in root's
+// controller.log; stop drains it (what is in flight finishes and is recorded).
+func startDemoDaemon(ctx context.Context, c *cli, root, confPath string) (logPath string, stop func(), err error) {
+	logFile, err := os.Create(filepath.Join(root, "controller.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	dctx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() {
+		root := newRootFor(c)
+		root.SetArgs([]string{"--config", confPath, "--log-format", "json", "serve"})
+		root.SetErr(logFile)
+		root.SetOut(io.Discard)
+		served <- root.ExecuteContext(dctx)
+	}()
+	return logFile.Name(), func() {
+		stopDaemon()
+		select {
+		case <-served:
+		case <-time.After(35 * time.Second):
+		}
+		logFile.Close()
+	}, nil
+}
+
+// demoCLI runs one CLI command of the demo on confPath, printing it and its output when
+// print is set.
+func demoCLI(ctx context.Context, c *cli, confPath string, out io.Writer, print bool, args ...string) (string, error) {
+	root := newRootFor(c)
+	var buf strings.Builder
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs(append([]string{"--config", confPath, "--log-level", "error"}, args...))
+	err := root.ExecuteContext(ctx)
+	if print {
+		fmt.Fprintf(out, "$ loamrouter %s\n%s", strings.Join(args, " "), indent(buf.String()))
+	}
+	return buf.String(), err
+}
+
+// storeFirstRecord stores rec as ref's first version in the store of the demo's loam.toml.
+func storeFirstRecord(ctx context.Context, cfg *controller.Config, ref adapters.DBRef, rec *shardmap.Record) error {
+	st, err := openDemoStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = st.CAS(ctx, ref, 0, rec)
+	return err
 }
 
 // openDemoStore opens the store of the demo's loam.toml to write the first record.

@@ -88,6 +88,9 @@ func printProgress(w io.Writer, p controller.CutoverProgress) {
 				line += fmt.Sprintf(", %d failed", s.Failures)
 			}
 		}
+		if s.Name == "copy" && p.Vitess && s.State != "pending" {
+			line += fmt.Sprintf("  lag %s", dur(p.LagMS))
+		}
 		if s.Name == "copy" && p.LagBytes >= 0 {
 			line += fmt.Sprintf("  lag %s (threshold %s)", bytesText(p.LagBytes), bytesText(p.LagThreshold))
 			if p.RateBytesSec > 0 {
@@ -99,10 +102,15 @@ func printProgress(w io.Writer, p controller.CutoverProgress) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	if p.Rollback {
+	switch {
+	case p.Vitess && p.Rollback:
+		fmt.Fprintln(w, " cancelling: the reads back on the source shards, the workflow cancelled; the source shards serve")
+	case p.Vitess && p.Reverse:
+		fmt.Fprintln(w, " reversing: every tablet type's traffic back to the source shards (ReverseTraffic)")
+	case p.Rollback:
 		fmt.Fprintln(w, " rolling back: the cutover failed before the point of no return")
 	}
-	if p.Reverse {
+	if p.Reverse && !p.Vitess {
 		fmt.Fprintln(w, " reversing: steps 2–6 the other way, back to the source layout")
 	}
 	for _, a := range p.Alerts {
@@ -112,7 +120,12 @@ func printProgress(w io.Writer, p controller.CutoverProgress) {
 
 // printPlan writes a cutover plan's checks for a terminal.
 func printPlan(w io.Writer, r *controller.PlanReport) {
-	fmt.Fprintf(w, "cutover plan for %s (designated %s, %d instances, role %s)\n", r.DB, r.Plan.Designated, len(r.Plan.Instances), r.Plan.Role)
+	if v := r.Vitess; v != nil {
+		fmt.Fprintf(w, "cutover plan for %s (Vitess Reshard of keyspace %s: %s into %s, workflow %s)\n", r.DB, v.Keyspace,
+			strings.Join(v.Source, ","), strings.Join(v.Target, ","), v.Workflow)
+	} else {
+		fmt.Fprintf(w, "cutover plan for %s (designated %s, %d instances, role %s)\n", r.DB, r.Plan.Designated, len(r.Plan.Instances), r.Plan.Role)
+	}
 	for _, c := range r.Checks {
 		mark := map[string]string{"ok": "✓", "warn": "!", "fail": "✗"}[c.Status]
 		fmt.Fprintf(w, " %s %-28s %s\n", mark, c.Name, c.Detail)
