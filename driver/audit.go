@@ -60,6 +60,9 @@ type AuditEntry struct {
 	Result     string `json:"result,omitempty"` // "ok" or the error
 	Detail     string `json:"detail,omitempty"` // what the reply carried (a lag, a version)
 	DurationMS int64  `json:"duration_ms,omitempty"`
+	// DurationUS is the same in microseconds: with the time the entry's key holds (to the
+	// nanosecond) it places the command on a timeline finer than At (PauseFromAudit).
+	DurationUS int64 `json:"duration_us,omitempty"`
 }
 
 // OK reports whether the entry records a success (or is not a result at all).
@@ -430,7 +433,7 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	in, reply := x.Next.Execute(ctx, c)
 	end := time.Now()
 	e = base
-	e.DurationMS = end.Sub(t0).Milliseconds()
+	e.DurationMS, e.DurationUS = end.Sub(t0).Milliseconds(), end.Sub(t0).Microseconds()
 	if reply {
 		e.Event, e.Result = AuditResult, resultOf(in)
 		if x.Detail != nil {

@@ -125,6 +125,33 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 	require.Len(t, entries, 2*len(spansOf(tl, driver.SpanExec)), "an exec and a result entry per command, all written when Run returned")
 	require.Less(t, fence.Busy, fence.Wall, "the fence step's audit writes and save are not counted as the fence's")
 	t.Log(rep)
+
+	// The audit log alone (what `cutover status` reads once the run is over) gives the same
+	// pause: the same steps and commands, each as long as the Timeline measured it.
+	fromLog, ok := driver.PauseFromAudit(entries)
+	require.True(t, ok, "the audit log holds the pause")
+	t.Log(fromLog)
+	require.InDelta(t, rep.Window, fromLog.Window, float64(time.Millisecond))
+	require.Len(t, fromLog.Steps, len(rep.Steps))
+	for i, st := range rep.Steps {
+		ls := fromLog.Steps[i]
+		require.Equal(t, st.Stage, ls.Stage)
+		require.InDelta(t, st.Offset, ls.Offset, float64(time.Millisecond), st.Stage)
+		require.Len(t, ls.Commands, len(st.Commands), st.Stage)
+		byStep := map[string]driver.PauseCommand{}
+		for _, lc := range ls.Commands {
+			byStep[lc.Step] = lc // one attempt each here
+		}
+		for _, c := range st.Commands {
+			lc, ok := byStep[c.Step]
+			require.True(t, ok, c.Step)
+			require.Equal(t, c.Target, lc.Target, c.Step)
+			require.Equal(t, c.Result, lc.Result, c.Step)
+			require.InDelta(t, c.Wall, lc.Wall, float64(time.Millisecond), c.Step)
+		}
+	}
+	require.GreaterOrEqual(t, fromLog.Costs.Audit, saveDelay, "the exec writes, from their keys' times")
+	require.Equal(t, fromLog.Window, fromLog.Commands+fromLog.Controller)
 }
 
 func spansOf(tl *driver.Timeline, k driver.SpanKind) []driver.Span {
