@@ -262,6 +262,13 @@ type CutoverConfig struct {
 	// holds the pause for about Attempts × RetryAfter before the cutover goes on without it.
 	RetryAfter Duration `toml:"retry_after"`
 	Attempts   int      `toml:"attempts"`
+	// InstanceAttempts is how many times the pause and the reload are sent to an instance
+	// other than the designated one before the cutover goes on without it (default
+	// attempts). Every write waits out those retries, while the fence already keeps an
+	// instance that missed the step off the shards traffic leaves: 1 costs the pause
+	// nothing when an instance is down, at the price of listing one whose failure was brief
+	// as missed (cutover.Options.InstanceAttempts).
+	InstanceAttempts int `toml:"instance_attempts"`
 	// FinalizeAfter, when set, finalizes that long after every instance resumed unless a
 	// rollback is asked first (default: wait for `cutover finalize`).
 	FinalizeAfter Duration `toml:"finalize_after"`
@@ -621,6 +628,12 @@ func (c *Config) check() error {
 			default:
 				return bad(rat+".kind", "%q is not a router kind; use \"pgdog\"", r.Kind)
 			}
+		}
+		if d.Cutover.Attempts < 0 {
+			return bad(at+".cutover.attempts", "%d is negative; give how many times a command is sent, e.g. attempts = 3 (0 or unset: the default 3)", d.Cutover.Attempts)
+		}
+		if d.Cutover.InstanceAttempts < 0 {
+			return bad(at+".cutover.instance_attempts", "%d is negative; give how many times the pause and the reload are sent to an instance, e.g. instance_attempts = 1 (0 or unset: attempts)", d.Cutover.InstanceAttempts)
 		}
 		if d.Cutover.Designated != "" && !ids[d.Cutover.Designated] {
 			return bad(at+".cutover.designated", "%q is not one of this database's routers (%s)", d.Cutover.Designated, strings.Join(slices.Sorted(maps.Keys(ids)), ", "))

@@ -38,6 +38,8 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 		{"router without admin", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\n", `databases[0].routers[0].admin: give the instance's admin database, e.g. admin = "10.0.0.5:6432"`},
 		{"router kind", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r\"\nkind = \"haproxy\"\n", `databases[0].routers[0].kind: "haproxy" is not a router kind`},
 		{"designated unknown", "[[databases]]\nname = \"app\"\n[[databases.routers]]\nid = \"r1\"\nadmin = \"h:1\"\n[databases.cutover]\ndesignated = \"r9\"\n", `databases[0].cutover.designated: "r9" is not one of this database's routers (r1)`},
+		{"instance_attempts negative", "[[databases]]\nname = \"app\"\n[databases.cutover]\ninstance_attempts = -1\n", "databases[0].cutover.instance_attempts: -1 is negative; give how many times the pause and the reload are sent to an instance, e.g. instance_attempts = 1"},
+		{"attempts negative", "[[databases]]\nname = \"app\"\n[databases.cutover]\nattempts = -2\n", "databases[0].cutover.attempts: -2 is negative"},
 		{"unset env", "[[databases]]\nname = \"app\"\napp_password_env = \"LOAM_SURELY_UNSET_VAR\"\n", "databases[0].app_password_env: the environment variable LOAM_SURELY_UNSET_VAR is empty or unset"},
 		{"sslmode", "[[databases]]\nname = \"app\"\nshard_sslmode = \"on\"\n", `databases[0].shard_sslmode: "on" is not an sslmode`},
 		{"target kind", "[[databases]]\nname = \"app\"\n[databases.target]\nkind = \"s3\"\n", `databases[0].target.kind: "s3" is not a target kind; use "files" (files_dir, the default) or "kubernetes"`},
@@ -148,4 +150,25 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 	c, err := ParseConfig("loam.toml", []byte(text))
 	require.NoError(t, err)
 	require.Equal(t, "0123456789abcdef0123", c.AcceptedCredentials()[0].Token, "the token is read trimmed")
+}
+
+// TestCutoverInstanceAttemptsReachesThePlan: databases.cutover.instance_attempts is the
+// plan's cutover.Options.InstanceAttempts (what the machine retries an instance's pause and
+// reload by); unset it stays 0, which the machine reads as attempts.
+func TestCutoverInstanceAttemptsReachesThePlan(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int
+	}{
+		{"attempts = 3\ninstance_attempts = 1\n", 1},
+		{"attempts = 4\n", 0},
+	} {
+		cfg, err := ParseConfig("loam.toml", []byte("[[databases]]\nname = \"app\"\n[databases.cutover]\n"+c.text))
+		require.NoError(t, err)
+		dc, ok := cfg.Database(adapters.DBRef{Namespace: "default", Database: "app"})
+		require.True(t, ok)
+		p := dc.CutoverPlan()
+		require.Equal(t, c.want, p.Options.InstanceAttempts, c.text)
+		require.NotZero(t, p.Options.Attempts, c.text)
+	}
 }

@@ -188,6 +188,7 @@ func (dc *DatabaseConfig) CutoverPlan() cutover.Plan {
 	p.Options.LagThreshold, p.Options.Grace = dc.Cutover.LagThreshold, dc.Cutover.Grace.Milliseconds()
 	p.Options.PollEvery, p.Options.FinalizeAfter = dc.Cutover.PollEvery.Milliseconds(), dc.Cutover.FinalizeAfter.Milliseconds()
 	p.Options.RetryAfter, p.Options.Attempts = dc.Cutover.RetryAfter.Milliseconds(), dc.Cutover.Attempts
+	p.Options.InstanceAttempts = dc.Cutover.InstanceAttempts
 	if p.Publication == "" {
 		p.Publication = strings.ToLower(dc.Name) + "_pub"
 	}

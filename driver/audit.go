@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -11,10 +12,12 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"loam.dev/router/adapters"
 )
@@ -57,6 +60,9 @@ type AuditEntry struct {
 	Result     string `json:"result,omitempty"` // "ok" or the error
 	Detail     string `json:"detail,omitempty"` // what the reply carried (a lag, a version)
 	DurationMS int64  `json:"duration_ms,omitempty"`
+	// DurationUS is the same in microseconds: with the time the entry's key holds (to the
+	// nanosecond) it places the command on a timeline finer than At (PauseFromAudit).
+	DurationUS int64 `json:"duration_us,omitempty"`
 }
 
 // OK reports whether the entry records a success (or is not a result at all).
@@ -85,26 +91,56 @@ func NewAudit(store adapters.BlobStore, who func() Token, logger *slog.Logger) *
 
 // Append writes e, filling Key, At, Holder and Epoch.
 func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
-	return a.appendAt(ctx, e, time.Now())
+	return a.appendBatch(ctx, []AuditEntry{e}, time.Now())
 }
 
-// appendAt writes e as of now: its key and At are those of now, whenever it is written.
-func (a *Audit) appendAt(ctx context.Context, e AuditEntry, now time.Time) error {
+// appendBatch writes entries as of now (their key and At are those of now, whenever they
+// are written) as one blob: one store write, one fsync on bbolt. One entry is stored alone
+// as an object, several as an array that ReadAudit returns in order, as if each had been
+// appended alone (Audited records a step's exec entries so).
+func (a *Audit) appendBatch(ctx context.Context, entries []AuditEntry, now time.Time) error {
 	tok := a.who()
 	var r [3]byte
 	_, _ = crand.Read(r[:])
-	e.Holder, e.Epoch, e.At = tok.Holder, tok.Epoch, now.UnixMilli()
-	e.Key = fmt.Sprintf("%s%020d/%020d-%06d-%s", AuditPrefix, tok.Epoch, now.UnixNano(), a.seq.Add(1)%1_000_000, hex.EncodeToString(r[:]))
-	data, err := json.Marshal(e)
+	key := fmt.Sprintf("%s%020d/%020d-%06d-%s", AuditPrefix, tok.Epoch, now.UnixNano(), a.seq.Add(1)%1_000_000, hex.EncodeToString(r[:]))
+	for i := range entries {
+		entries[i].Holder, entries[i].Epoch, entries[i].At, entries[i].Key = tok.Holder, tok.Epoch, now.UnixMilli(), key
+	}
+	var data []byte
+	var err error
+	if len(entries) == 1 {
+		data, err = json.Marshal(entries[0])
+	} else {
+		data, err = json.Marshal(entries)
+	}
 	if err == nil {
-		_, err = a.store.PutBlob(context.WithoutCancel(ctx), e.Key, 0, data)
+		_, err = a.store.PutBlob(context.WithoutCancel(ctx), key, 0, data)
 	}
 	if err != nil {
-		a.Failures.Add(1)
-		a.log.Error("audit entry not written", "entry", e.What, "event", e.Event, "err", err)
-		return fmt.Errorf("driver: writing audit entry %s: %w", e.Key, err)
+		a.Failures.Add(uint64(len(entries)))
+		a.log.Error("audit entry not written", "entry", entries[0].What, "event", entries[0].Event, "entries", len(entries), "err", err)
+		return fmt.Errorf("driver: writing audit entry %s: %w", key, err)
 	}
 	return nil
+}
+
+// decodeAuditBlob reads an audit blob: one entry (an object) or a step's batch (an array
+// of them, Audit.appendBatch). batch says which it was.
+func decodeAuditBlob(data []byte) (entries []AuditEntry, batch bool, err error) {
+	if i := bytes.IndexFunc(data, func(r rune) bool { return !unicode.IsSpace(r) }); i >= 0 && data[i] == '[' {
+		if err := json.Unmarshal(data, &entries); err != nil {
+			return nil, true, err
+		}
+		if len(entries) == 0 {
+			return nil, true, errors.New("an empty batch of audit entries")
+		}
+		return entries, true, nil
+	}
+	var e AuditEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, false, err
+	}
+	return []AuditEntry{e}, false, nil
 }
 
 // StampAuditWho sets the Who of an audit entry's encoding to who: a store server calls it
@@ -112,19 +148,26 @@ func (a *Audit) appendAt(ctx context.Context, e AuditEntry, now time.Time) error
 // what the client claims. With keep, an entry that already names its Who keeps it (a
 // controller's API relaying an operator's entry to a store server it is a client of).
 // Data that is not an audit entry is refused.
+//
+// A step's batch (an array of entries) is stamped entry by entry.
 func StampAuditWho(data []byte, who string, keep bool) ([]byte, error) {
-	var e AuditEntry
-	if err := json.Unmarshal(data, &e); err != nil {
+	entries, batch, err := decodeAuditBlob(data)
+	if err != nil {
 		return nil, fmt.Errorf("driver: not an audit entry: %w", err)
 	}
-	if e.Event == "" || e.What == "" {
-		return nil, errors.New("driver: not an audit entry: it needs an event and a what")
+	for i := range entries {
+		e := &entries[i]
+		if e.Event == "" || e.What == "" {
+			return nil, errors.New("driver: not an audit entry: it needs an event and a what")
+		}
+		if !keep || e.Who == "" {
+			e.Who = who
+		}
 	}
-	if keep && e.Who != "" {
-		return data, nil
+	if !batch {
+		return json.Marshal(entries[0])
 	}
-	e.Who = who
-	return json.Marshal(e)
+	return json.Marshal(entries)
 }
 
 // AuditFilter selects entries; zero fields select everything.
@@ -146,29 +189,46 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 	var out []AuditEntry
 	var bad error
 	var lastAt int64
-	keep := func(b adapters.Blob) bool {
-		var e AuditEntry
-		if err := json.Unmarshal(b.Data, &e); err != nil {
+	// keep decodes one blob (an entry, or a step's batch of them whose keys it numbers
+	// <key>#<i>) and adds the entries f selects, in log order or, newest, in reverse.
+	keep := func(b adapters.Blob, newest bool) bool {
+		entries, batch, err := decodeAuditBlob(b.Data)
+		if err != nil {
 			bad = fmt.Errorf("driver: audit entry %s: %w: %v", b.Key, adapters.ErrCorrupt, err)
 			return false
 		}
-		e.Key, lastAt = b.Key, e.At
-		if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
-			return true
+		if newest {
+			slices.Reverse(entries)
 		}
-		out = append(out, e)
+		for i, e := range entries {
+			e.Key, lastAt = b.Key, e.At
+			if batch {
+				n := i
+				if newest {
+					n = len(entries) - 1 - i
+				}
+				e.Key = b.Key + "#" + strconv.Itoa(n)
+			}
+			if (f.Machine != "" && e.Machine != f.Machine) || (f.ID != "" && e.ID != f.ID) || (!f.Since.IsZero() && e.At < f.Since.UnixMilli()) {
+				continue
+			}
+			out = append(out, e)
+		}
 		return true
 	}
 	if nf, ok := store.(newestFirst); ok && f.Limit > 0 {
 		err := nf.EachNewest(ctx, AuditPrefix, func(b adapters.Blob) bool {
 			// newest first: past Limit matches, or older than Since, nothing more is wanted
-			return keep(b) && len(out) < f.Limit && (f.Since.IsZero() || lastAt >= f.Since.UnixMilli())
+			return keep(b, true) && len(out) < f.Limit && (f.Since.IsZero() || lastAt >= f.Since.UnixMilli())
 		})
 		if err == nil {
 			err = bad
 		}
 		if err != nil {
 			return nil, fmt.Errorf("driver: reading the audit log: %w", err)
+		}
+		if len(out) > f.Limit {
+			out = out[:f.Limit] // the rest of the last batch read
 		}
 		slices.Reverse(out)
 		return out, nil
@@ -179,7 +239,7 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 	}
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Key < blobs[j].Key })
 	for _, b := range blobs {
-		if !keep(b) {
+		if !keep(b, false) {
 			return nil, bad
 		}
 	}
@@ -195,11 +255,17 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // answered with nothing (the run is being stopped).
 //
 // The exec entry is written before the command runs (its write is the store-kept lease's
-// check). The result entry is not in the critical path: the reply goes back to the machine
-// at once and the entry, keyed and timed as of the reply, is written beside the next step's
-// snapshot save; Run waits for every such write (Flush) before it returns. A process killed
-// in between may leave a command's exec entry without its result; the machine's snapshot
-// still has the reply.
+// check). Under Run the exec entries of one step are written together, in one store write
+// (one fsync on bbolt, not one per command), after the step's snapshot is saved and before
+// any of its commands is started: every write of the pause waits on each step's writes, and
+// a step of N commands paid N+1 fsyncs in series on bbolt, which serializes them. A command
+// the step's write did not cover (it failed, or Execute is called outside Run) writes its
+// own entry first, as before; one whose step write the store refused for the lease is not
+// executed. The result entry is not in the critical path: the reply goes back to the
+// machine at once and the entry, keyed and timed as of the reply, is written beside the
+// next step's snapshot save; Run waits for every such write (Flush) before it returns. A
+// process killed in between may leave a command's exec entry without its result; the
+// machine's snapshot still has the reply.
 type Audited[In, Cmd any] struct {
 	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
 	Next     Executor[In, Cmd]
@@ -218,31 +284,121 @@ type Audited[In, Cmd any] struct {
 	Timeline *Timeline
 
 	pending sync.WaitGroup // result entries being written
+
+	mu sync.Mutex
+	// written counts the commands, by auditKey, whose exec entry the step's write holds and
+	// that have not executed yet; refused, those whose step write the store refused for the
+	// lease (ErrNotLeader).
+	written, refused map[string]int
+}
+
+// auditKey tells a step's commands apart: the step id, the attempt, the target and what
+// the command prints.
+func auditKey(e AuditEntry) string {
+	return e.Step + "\x00" + strconv.Itoa(e.Attempt) + "\x00" + e.Target + "\x00" + e.What
+}
+
+// stepAuditor is an executor that records a step's commands before any of them starts,
+// all at once (Audited): Run calls it after the step's snapshot save and before it starts
+// the step's commands.
+type stepAuditor[Cmd any] interface {
+	auditStep(ctx context.Context, cmds []Cmd)
+}
+
+// auditStep writes the exec entries of a step's commands in one store write. With the
+// lease not held it writes nothing: Execute refuses each command and records it.
+func (x *Audited[In, Cmd]) auditStep(ctx context.Context, cmds []Cmd) {
+	if len(cmds) == 0 {
+		return
+	}
+	if x.Valid != nil {
+		if _, ok := x.Valid(); !ok {
+			return
+		}
+	}
+	entries := make([]AuditEntry, len(cmds))
+	for i, c := range cmds {
+		entries[i] = x.entry(c)
+		entries[i].Event = AuditExec
+	}
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = auditKey(e)
+	}
+	err := x.write(ctx, entries, time.Now())
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	mark := &x.written
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		mark = &x.refused
+	case err != nil:
+		return // each command writes its own entry before it runs, as outside Run
+	}
+	if *mark == nil {
+		*mark = map[string]int{}
+	}
+	for _, k := range keys {
+		(*mark)[k]++
+	}
+}
+
+// take reports whether the step's write holds the exec entry of the command keyed k (and
+// forgets it), or refused it for the lease.
+func (x *Audited[In, Cmd]) take(k string) (written, refused bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, m := range []map[string]int{x.written, x.refused} {
+		if m[k] > 0 {
+			if m[k]--; m[k] == 0 {
+				delete(m, k)
+			}
+			return i == 0, i == 1
+		}
+	}
+	return false, false
+}
+
+// entry is the audit entry naming command c.
+func (x *Audited[In, Cmd]) entry(c Cmd) AuditEntry {
+	e := AuditEntry{Machine: x.Kind, ID: x.ID, What: describe(c), Target: target(c)}
+	e.Step, e.Attempt = stepOf(c)
+	return e
+}
+
+// write writes entries (one, or a step's exec entries) in one store write as of now, and
+// records the write in x.Timeline.
+func (x *Audited[In, Cmd]) write(ctx context.Context, entries []AuditEntry, now time.Time) error {
+	if x.Timeline == nil {
+		return x.Audit.appendBatch(ctx, entries, now)
+	}
+	t0 := time.Now()
+	err := x.Audit.appendBatch(ctx, entries, now)
+	res := "ok"
+	if err != nil {
+		res = err.Error()
+	}
+	e := entries[0]
+	what := e.Event + " " + e.What
+	if len(entries) > 1 {
+		what += " (+" + strconv.Itoa(len(entries)-1) + ")"
+	}
+	x.Timeline.Add(Span{Kind: SpanAudit, Step: e.Step, What: what, Target: e.Target, Result: res, N: len(entries), Start: t0, End: time.Now()})
+	return err
 }
 
 // Flush waits until every result entry handed off so far is written. Run calls it before
 // it returns.
 func (x *Audited[In, Cmd]) Flush() { x.pending.Wait() }
 
-// append writes e and records the write in x.Timeline.
+// append writes e as of now and records the write in x.Timeline.
 func (x *Audited[In, Cmd]) append(ctx context.Context, e AuditEntry, now time.Time) error {
-	if x.Timeline == nil {
-		return x.Audit.appendAt(ctx, e, now)
-	}
-	t0 := time.Now()
-	err := x.Audit.appendAt(ctx, e, now)
-	res := "ok"
-	if err != nil {
-		res = err.Error()
-	}
-	x.Timeline.Add(Span{Kind: SpanAudit, Step: e.Step, What: e.Event + " " + e.What, Target: e.Target, Result: res, Start: t0, End: time.Now()})
-	return err
+	return x.write(ctx, []AuditEntry{e}, now)
 }
 
 // Execute implements Executor.
 func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
-	base := AuditEntry{Machine: x.Kind, ID: x.ID, What: describe(c), Target: target(c)}
-	base.Step, base.Attempt = stepOf(c)
+	base := x.entry(c)
 	if x.Valid != nil {
 		if tok, ok := x.Valid(); !ok {
 			e := base
@@ -256,7 +412,15 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	}
 	e := base
 	e.Event = AuditExec
-	if err := x.append(ctx, e, time.Now()); errors.Is(err, ErrNotLeader) {
+	written, refused := x.take(auditKey(base))
+	var err error
+	switch {
+	case refused:
+		err = ErrNotLeader
+	case !written:
+		err = x.append(ctx, e, time.Now())
+	}
+	if errors.Is(err, ErrNotLeader) {
 		// The audit log is written through the guarded store (a store-kept lease): the
 		// store refused the exec entry because the tenure has ended, so the command is
 		// not executed either.
@@ -269,7 +433,7 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 	in, reply := x.Next.Execute(ctx, c)
 	end := time.Now()
 	e = base
-	e.DurationMS = end.Sub(t0).Milliseconds()
+	e.DurationMS, e.DurationUS = end.Sub(t0).Milliseconds(), end.Sub(t0).Microseconds()
 	if reply {
 		e.Event, e.Result = AuditResult, resultOf(in)
 		if x.Detail != nil {

@@ -294,10 +294,30 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 		}
 		return nil
 	}
+	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok {
+		// The step's exec entries, in one write, after its snapshot and before any of
+		// its commands starts (Audited).
+		var execs []Cmd
+		for _, c := range cmds {
+			if !isTimer(c) {
+				execs = append(execs, c)
+			}
+		}
+		sa.auditStep(ctx, execs)
+	}
 	for _, c := range cmds {
 		r.dispatch(ctx, c)
 	}
 	return nil
+}
+
+// isTimer reports whether c sets or cancels a timer (Run keeps those itself).
+func isTimer(c any) bool {
+	switch c.(type) {
+	case interface{ Timer() machine.SetTimer }, interface{ CancelledTimer() machine.CancelTimer }:
+		return true
+	}
+	return false
 }
 
 func (r *run[In, Cmd, Snap]) save(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,8 +72,48 @@ func FuzzReadAudit(f *testing.F) {
 			}
 			return
 		}
-		if len(got) != 1 || got[0].Key != key {
-			t.Fatalf("want the one entry with its key, got %+v", got)
+		want := 1
+		var batch []json.RawMessage
+		if json.Unmarshal(data, &batch) == nil {
+			want = len(batch)
+		}
+		if len(got) != want {
+			t.Fatalf("want %d entries, got %+v", want, got)
+		}
+		for _, e := range got {
+			if !strings.HasPrefix(e.Key, key) {
+				t.Fatalf("an entry without its blob's key: %+v", e)
+			}
+		}
+	})
+}
+
+// FuzzStampAuditWho: whatever a client sends as an audit entry (or a step's batch), the
+// store server either refuses it or stamps every entry with the identity it authenticated
+// (a relayed entry that names its Who keeps it only with keep); never a panic.
+func FuzzStampAuditWho(f *testing.F) {
+	e, _ := json.Marshal(AuditEntry{Event: AuditExec, What: "Pause step=a/2/pause/r1", Who: "ops"})
+	f.Add(e, false)
+	f.Add([]byte("["+string(e)+","+string(e)+"]"), true)
+	f.Add([]byte(`[]`), false)
+	f.Add([]byte(`[{"event":"exec"}]`), false)
+	f.Fuzz(func(t *testing.T, data []byte, keep bool) {
+		out, err := StampAuditWho(data, "ctl", keep)
+		if err != nil {
+			return
+		}
+		in, _, err := decodeAuditBlob(data)
+		if err != nil {
+			t.Fatalf("stamped what does not decode: %v", err)
+		}
+		got, _, err := decodeAuditBlob(out)
+		if err != nil || len(got) != len(in) {
+			t.Fatalf("stamped %d entries into %d (%v)", len(in), len(got), err)
+		}
+		for i, g := range got {
+			if want := "ctl"; (!keep || in[i].Who == "") && g.Who != want || keep && in[i].Who != "" && g.Who != in[i].Who {
+				t.Fatalf("entry %d: Who %q (sent %q, keep %v)", i, g.Who, in[i].Who, keep)
+			}
 		}
 	})
 }

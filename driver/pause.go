@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,8 +87,8 @@ func CutoverPause(spans []Span) (rep PauseReport, ok bool) {
 	var exec, audit, save, wait, feed []interval
 	index := map[string]int{}
 	for _, s := range spans {
-		if s.End.Before(start) || !s.Start.Before(end) {
-			continue
+		if s.End.Before(start) || s.Start.After(end) {
+			continue // (a command of no measurable length that starts as the window ends is in it)
 		}
 		iv := interval{s.Start, s.End}
 		switch s.Kind {
@@ -150,6 +151,76 @@ func CutoverPause(spans []Span) (rep PauseReport, ok bool) {
 		}
 	}
 	return rep, true
+}
+
+// PauseFromAudit reads the first write pause of a cutover out of its audit entries (those
+// of machine "cutover" for one database, in log order: ReadAudit), for a cutover whose
+// Timeline is gone: `loamrouter cutover status` and its HTML report draw it. Each result
+// (or report) entry gives its command's span, ending at the time the entry's key holds and
+// lasting DurationUS (DurationMS for entries written before it); each write of exec entries
+// runs from the time its key holds to the first of its commands starting, and counts as
+// audit. The driver's snapshot saves, timers and scheduling are not in the log: what
+// CutoverPause splits into save, wait and feed is other here.
+func PauseFromAudit(entries []AuditEntry) (PauseReport, bool) {
+	return CutoverPause(AuditSpans(entries))
+}
+
+// AuditSpans turns a machine's audit entries into a Timeline's spans: a SpanExec per
+// command answered (or reported), a SpanAudit per write of exec entries.
+func AuditSpans(entries []AuditEntry) []Span {
+	at := func(e AuditEntry) time.Time {
+		if t, ok := AuditTime(e.Key); ok && t.UnixMilli() == e.At {
+			return t
+		}
+		return time.UnixMilli(e.At)
+	}
+	type write struct {
+		at         time.Time
+		first      time.Time // the first of its commands to start
+		what, step string
+		n          int
+	}
+	var writes []*write
+	byBlob := map[string]*write{}
+	waiting := map[string][]*write{} // exec entries not yet answered, by auditKey
+	var spans []Span
+	for _, e := range entries {
+		switch e.Event {
+		case AuditExec:
+			blob, _, _ := strings.Cut(e.Key, "#")
+			w := byBlob[blob]
+			if w == nil {
+				w = &write{at: at(e), what: AuditExec + " " + e.What, step: e.Step}
+				byBlob[blob] = w
+				writes = append(writes, w)
+			}
+			w.n++
+			waiting[auditKey(e)] = append(waiting[auditKey(e)], w)
+		case AuditResult, AuditReport:
+			end := at(e)
+			d := time.Duration(e.DurationUS) * time.Microsecond
+			if e.DurationUS == 0 {
+				d = time.Duration(e.DurationMS) * time.Millisecond
+			}
+			start := end.Add(-d)
+			spans = append(spans, Span{Kind: SpanExec, Step: e.Step, What: e.What, Target: e.Target, Result: e.Result, Start: start, End: end})
+			k := auditKey(e)
+			if q := waiting[k]; len(q) > 0 {
+				w := q[0]
+				waiting[k] = q[1:]
+				if w.first.IsZero() || start.Before(w.first) {
+					w.first = start
+				}
+			}
+		}
+	}
+	for _, w := range writes {
+		if w.first.After(w.at) {
+			spans = append(spans, Span{Kind: SpanAudit, Step: w.step, What: w.what, Result: "ok", N: w.n, Start: w.at, End: w.first})
+		}
+	}
+	slices.SortStableFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
+	return spans
 }
 
 // cutoverStage splits a cutover step id ("<db>/<g>[/reverse<n>]/<stage>[/<target>][#<n>]")

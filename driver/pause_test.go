@@ -81,9 +81,9 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 		require.NotEmpty(t, st.Commands, st.Stage)
 		wall += st.Wall
 		for _, c := range st.Commands {
-			// The exec entry is written before the command runs, in its wall time.
-			require.GreaterOrEqual(t, c.Audit, saveDelay, "%s: its exec entry is in its wall time", c.Step)
-			require.GreaterOrEqual(t, c.Wall, c.Audit, c.Step)
+			// The step's exec entries are written at once before its commands start: no
+			// command waits on an audit write of its own.
+			require.Zero(t, c.Audit, "%s: no audit write inside the command", c.Step)
 		}
 	}
 	require.Equal(t, rep.Window, wall, "the steps tile the window")
@@ -93,10 +93,22 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 	for _, c := range fence.Commands {
 		require.GreaterOrEqual(t, c.Wall-c.Audit, fenceDelay, c.Target)
 	}
-	// Every step saves before its commands and audits each: ten steps, at least one save
-	// (the one before the first Pause is outside the window) and two audit writes each.
+	// Every step saves before its commands and writes their exec entries, once each: ten
+	// steps, at least one save (the one before the first Pause is outside the window) and
+	// one audit write each, whatever its number of commands.
 	require.GreaterOrEqual(t, rep.Costs.Save, 9*saveDelay)
-	require.GreaterOrEqual(t, rep.Costs.Audit, 10*saveDelay, "each step's exec entries")
+	require.GreaterOrEqual(t, rep.Costs.Audit, saveDelay, "the steps' exec entries")
+	var stepWrites, cmds int
+	for _, sp := range spansOf(tl, driver.SpanAudit) {
+		if strings.HasPrefix(sp.What, driver.AuditExec+" ") && !sp.Start.Before(rep.Start) && sp.Start.Before(rep.Start.Add(rep.Window)) {
+			stepWrites++
+		}
+	}
+	for _, st := range rep.Steps {
+		cmds += len(st.Commands)
+	}
+	require.GreaterOrEqual(t, stepWrites, len(rep.Steps)-1, "every step in the window wrote its exec entries (the first before the window opened)")
+	require.Less(t, stepWrites, cmds, "one exec write per step, not one per command")
 	// Every command's result entry was written too (off its path), before Run returned.
 	execs, results := map[string]bool{}, map[string]bool{}
 	for _, sp := range tl.Spans() {
@@ -113,6 +125,33 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 	require.Len(t, entries, 2*len(spansOf(tl, driver.SpanExec)), "an exec and a result entry per command, all written when Run returned")
 	require.Less(t, fence.Busy, fence.Wall, "the fence step's audit writes and save are not counted as the fence's")
 	t.Log(rep)
+
+	// The audit log alone (what `cutover status` reads once the run is over) gives the same
+	// pause: the same steps and commands, each as long as the Timeline measured it.
+	fromLog, ok := driver.PauseFromAudit(entries)
+	require.True(t, ok, "the audit log holds the pause")
+	t.Log(fromLog)
+	require.InDelta(t, rep.Window, fromLog.Window, float64(time.Millisecond))
+	require.Len(t, fromLog.Steps, len(rep.Steps))
+	for i, st := range rep.Steps {
+		ls := fromLog.Steps[i]
+		require.Equal(t, st.Stage, ls.Stage)
+		require.InDelta(t, st.Offset, ls.Offset, float64(time.Millisecond), st.Stage)
+		require.Len(t, ls.Commands, len(st.Commands), st.Stage)
+		byStep := map[string]driver.PauseCommand{}
+		for _, lc := range ls.Commands {
+			byStep[lc.Step] = lc // one attempt each here
+		}
+		for _, c := range st.Commands {
+			lc, ok := byStep[c.Step]
+			require.True(t, ok, c.Step)
+			require.Equal(t, c.Target, lc.Target, c.Step)
+			require.Equal(t, c.Result, lc.Result, c.Step)
+			require.InDelta(t, c.Wall, lc.Wall, float64(time.Millisecond), c.Step)
+		}
+	}
+	require.GreaterOrEqual(t, fromLog.Costs.Audit, saveDelay, "the exec writes, from their keys' times")
+	require.Equal(t, fromLog.Window, fromLog.Commands+fromLog.Controller)
 }
 
 func spansOf(tl *driver.Timeline, k driver.SpanKind) []driver.Span {

@@ -744,6 +744,7 @@ lag_threshold_bytes = 1048576
 poll_every = "50ms"
 grace = "200ms"
 retry_after = "100ms"
+instance_attempts = 1
 %s`, cmp.Or(o.leaseTTL, 2*time.Second).String(), listen, cmp.Or(o.store, fmt.Sprintf("dir = %q", filepath.Join(root, "loam-data"))), filepath.Join(root, "files"), routers.String())
 }
 
