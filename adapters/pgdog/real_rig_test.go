@@ -33,6 +33,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pg.Close()
+	pgDst.Close()
 	pgtest.RemoveTemplate()
 	os.Exit(code)
 }

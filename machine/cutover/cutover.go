@@ -792,6 +792,14 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 	case stCopy:
 		switch {
 		case failed != nil:
+			if !m.s.Task.Set && !m.s.Plan.Options.Mutants.SilentLostCopy {
+				// Every try may have reached the instance: an error can come after
+				// COPY_DATA ran (the answer lost, a timeout) and a retry can then fail
+				// (its slot taken by the task the first try started). The undo stops
+				// only a task it knows, so say what may be left running.
+				m.alert(failed.Step, "COPY_DATA on "+failed.Target+" failed "+strconv.Itoa(failed.Attempt)+" times without naming a task; a try whose answer was lost may have started one: look for it in SHOW TASKS on "+
+					failed.Target+", stop it with STOP_TASK and drop replication slot "+slotName(m.s.Origin)+" if it is left")
+			}
 			m.undo(ctx, "COPY_DATA on "+failed.Target+" failed: "+failed.Err)
 		case m.s.Abort:
 			m.undo(ctx, "reverse requested before the point of no return")

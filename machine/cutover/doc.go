@@ -101,6 +101,9 @@
 //     Restarted; every command still unanswered is sent again with the same step id, and
 //     every timer is set again. Every command is idempotent except CUTOVER (see above) and
 //     COPY_DATA, which after a restart first adopts an active copy task on d if there is one.
+//   - A COPY_DATA that fails every try without naming a task rolls back with an Alert
+//     naming d and the slot: a try whose answer was lost may have started a task, and the
+//     undo stops only tasks whose ids it learnt (SilentLostCopy is the mutant without it).
 //   - Commands whose success is required (the record, the files, releasing a fence,
 //     putting d back on the files' routing on a rollback) are retried until they succeed,
 //     with an Alert once Attempts is exhausted; the fence and the holds keep every write

@@ -100,6 +100,12 @@ type Mutants struct {
 	// in flight on shard" (and "on instance"), "resumed while shard ... is fenced" and
 	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants).
 	RetryReusesStep bool
+	// SilentLostCopy rolls back a COPY_DATA that failed every try without an Alert, as the
+	// machine once did: a try whose answer was lost may have started a task, which the undo
+	// cannot stop since it never learnt its id, and it goes on replicating from its slot.
+	// Trips "left syncing ... no Alert says so" (testdata/interaction/copy.txt,
+	// TestMutantsTripInvariants).
+	SilentLostCopy bool
 }
 
 func (o Options) withDefaults() Options {
