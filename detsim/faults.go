@@ -86,6 +86,8 @@ var Catalogue = []Point{
 	// The controller (the daemon running the machines; scenario executors).
 	{Name: "ctl.restart", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller restarts: each machine is restored from its last snapshot and fed Restarted; replies in flight are lost"},
+	{Name: "ctl.reply.late", Base: 0.1, Where: "scenario cutover-windows, every answer the cutover's executor feeds back",
+		What: "the answer reaches the machine a second time, 10 ms to 2 s later (a transport that delivers twice, a timed-out call's answer turning up) while a retry of its step may be in flight"},
 	{Name: "clock.jump", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller's wall clock jumps forward by up to 5 minutes (machines see it in ctx.Now; timers already set keep their time, as Go's monotonic timers do, until a restart sets them again on the jumped clock)"},
 }

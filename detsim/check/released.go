@@ -31,27 +31,30 @@ func ReleasedWritable(h *History, routers []*model.Router, backends []*model.Bac
 		if (o.Code != model.CodeLoginRefused && o.Code != model.CodeTerminated) || excluded[o.Via] {
 			continue
 		}
-		b := byName[o.Backend]
-		if b == nil {
-			continue
+		if at, ok := fencedWhenSent(o, sent[o.Via], byName[o.Backend], role, 0); ok {
+			return &detsim.Violation{Invariant: "released-writable", T: o.Complete,
+				Detail: fmt.Sprintf("%s: %s sent it (step %d) to %s, fenced since before then; the instance was neither missed nor lagging nor restarted", o, o.Via, at.Step, o.Backend)}
 		}
-		var at model.Dispatch
-		fencedEach := false
-		for _, d := range sent[o.Via][o.ID] {
-			if d.Backend != o.Backend {
-				continue
-			}
-			if !b.FencedAt(role, d.Step) {
-				fencedEach = false
-				break
-			}
-			at, fencedEach = d, true
-		}
-		if !fencedEach {
-			continue
-		}
-		return &detsim.Violation{Invariant: "released-writable", T: o.Complete,
-			Detail: fmt.Sprintf("%s: %s sent it (step %d) to %s, fenced since before then; the instance was neither missed nor lagging nor restarted", o, o.Via, at.Step, o.Backend)}
 	}
 	return nil
+}
+
+// fencedWhenSent reports whether every send of o to the backend that refused it went out
+// at or after step since with that backend already fenced, and the last such send.
+func fencedWhenSent(o *Op, sent map[int64][]model.Dispatch, b *model.Backend, role string, since int) (model.Dispatch, bool) {
+	if b == nil {
+		return model.Dispatch{}, false
+	}
+	var at model.Dispatch
+	fencedEach := false
+	for _, d := range sent[o.ID] {
+		if d.Backend != o.Backend {
+			continue
+		}
+		if d.Step < since || !b.FencedAt(role, d.Step) {
+			return model.Dispatch{}, false
+		}
+		at, fencedEach = d, true
+	}
+	return at, fencedEach
 }

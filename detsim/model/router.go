@@ -43,6 +43,19 @@ type Router struct {
 	// NoNodeID runs the instance without NODE_ID: each process draws its own 8 hex digit
 	// instance id, so a restart looks like a new instance (and the old one gone).
 	NoNodeID bool
+	// StreamRate, when positive, is how many changes per second a task's stream carries at
+	// most (a replication stream of finite throughput: apply on the destination, the
+	// network between), and the copy reads the source as of its slot's creation at
+	// COPY_DATA, as Postgres's exported snapshot does, so what is written during the copy
+	// waits in the slot. Zero carries any backlog at once and copies the rows as they are
+	// when the copy runs.
+	StreamRate int64
+	// CutoverTimeout is PgDog's cutover_timeout in ms (the action: abort): how long CUTOVER
+	// waits for the stream to drain before it gives up and clears its holds. Zero is 30 s.
+	CutoverTimeout int64
+	// FailAfterSwap is how many of the instance's next CUTOVERs fail after their swap (as
+	// fault pgdog.cutover.fail_after_swap does), for worlds that need that path every run.
+	FailAfterSwap int
 
 	gen      uint64
 	routes   map[string][]string

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -35,6 +36,13 @@ type Task struct {
 	retry   detsim.Handle
 	started int64
 	inc     uint64
+	// StreamRate's bookkeeping: the snapshot the copy loads (rows and position per source,
+	// taken at COPY_DATA), and the stream's budget of changes (in thousandths) and when it
+	// was last topped up.
+	snap     []map[string][]int64
+	snapAt   []uint64
+	budget   int64
+	toppedAt int64
 }
 
 // ErrTask is wrapped by errors about tasks: unknown id, wrong state.
@@ -65,6 +73,12 @@ func (r *Router) CopyData(db, dst, slot string) (int64, error) {
 	r.nextTask++
 	t := &Task{ID: r.nextTask, Kind: "copy_data", Status: "running", Inner: "syncing data", DB: db, Dst: dst, Slot: slot,
 		src: src, dst: dest, started: r.s.Now(), inc: r.s.Net.Incarnation(r.Node)}
+	if r.StreamRate > 0 {
+		for _, name := range src {
+			b := r.dir[name]
+			t.snap, t.snapAt = append(t.snap, b.Rows()), append(t.snapAt, b.LSN())
+		}
+	}
 	r.tasks = append(r.tasks, t)
 	r.s.After(r.s.Between(200, 3000), detsim.Label{Kind: "copy", To: r.ID, ID: t.ID}, func() { r.copy(t) })
 	return t.ID, nil
@@ -90,8 +104,12 @@ func (r *Router) copy(t *Task) {
 	t.cursor = make([]uint64, len(t.src))
 	for i, name := range t.src {
 		b := r.dir[name]
+		rows, at := b.Rows(), b.LSN()
+		if t.snap != nil {
+			rows, at = t.snap[i], t.snapAt[i] // as of the slot's creation: the rest waits in the slot
+		}
 		parts := make([]map[string][]int64, len(t.dst))
-		for k, v := range b.Rows() {
+		for k, v := range rows {
 			j := Route(k, len(t.dst))
 			if parts[j] == nil {
 				parts[j] = map[string][]int64{}
@@ -103,8 +121,10 @@ func (r *Router) copy(t *Task) {
 				r.dir[t.dst[j]].LoadRows(p)
 			}
 		}
-		t.cursor[i] = b.LSN()
+		t.cursor[i] = at
 	}
+	t.snap, t.snapAt = nil, nil
+	t.toppedAt = r.s.Now()
 	t.Inner = "replicating"
 	r.subscribe(t)
 }
@@ -134,6 +154,11 @@ func (r *Router) pull(t *Task) {
 		return
 	}
 	behind := false
+	if r.StreamRate > 0 {
+		// Top the budget up for the time since, up to one second's worth.
+		t.budget = min(t.budget+(r.s.Now()-t.toppedAt)*r.StreamRate, 1000*r.StreamRate)
+		t.toppedAt = r.s.Now()
+	}
 	for i, name := range t.src {
 		b := r.dir[name]
 		if !r.s.Net.Reachable(r.Node, b.Node) {
@@ -143,6 +168,15 @@ func (r *Router) pull(t *Task) {
 		cs := b.ChangesSince(t.cursor[i])
 		if len(cs) == 0 {
 			continue
+		}
+		if r.StreamRate > 0 {
+			if n := int(t.budget / 1000); n < len(cs) {
+				cs, behind = cs[:n], true
+				if n == 0 {
+					continue
+				}
+			}
+			t.budget -= 1000 * int64(len(cs))
 		}
 		parts := make([][]Change, len(t.dst))
 		for _, c := range cs {
@@ -207,7 +241,8 @@ func (r *Router) task(id int64) (*Task, error) {
 }
 
 // drainTimeout bounds how long CUTOVER waits for the stream to catch up (PgDog's
-// cutover_timeout, with cutover_timeout_action = abort).
+// cutover_timeout, with cutover_timeout_action = abort) unless Router.CutoverTimeout says
+// otherwise.
 const drainTimeout = 30_000
 
 // Cutover is CUTOVER <task>. On a copy_data task: hold every database of the instance
@@ -232,7 +267,10 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 	// the task fails after the swap, which stays applied (PgDog, from code reading: when
 	// saving fails after the in-memory swap the task aborts but the swap stays applied).
 	mode := 0
-	if r.s.Fault("pgdog.cutover.crash") {
+	if r.FailAfterSwap > 0 {
+		r.FailAfterSwap--
+		mode = 3
+	} else if r.s.Fault("pgdog.cutover.crash") {
 		mode = 1 + r.s.Intn(2)
 	} else if r.s.Fault("pgdog.cutover.fail_after_swap") {
 		mode = 3
@@ -251,7 +289,7 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 	for db := range r.routes {
 		r.paused[db] = true
 	}
-	deadline := r.s.Now() + drainTimeout
+	deadline := r.s.Now() + cmp.Or(r.CutoverTimeout, drainTimeout)
 	var drain func()
 	drain = func() {
 		if !r.alive(t) {

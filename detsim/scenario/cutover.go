@@ -135,6 +135,10 @@ type cutoverRun struct {
 	// started is when Start was fed.
 	started    int64
 	designated string
+	// decision is the operator's (see cutoverWorld); w, when set, is the window world the
+	// run is (cutover_worlds.go).
+	decision int
+	w        *cutoverWindow
 }
 
 func hostCutover(d *daemon) *cutoverRun {
@@ -168,6 +172,11 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	s, f := d.f.s, d.f
 	ctl := d.ctl.Node
 	back := c.host.Caller()
+	if c.w != nil {
+		if back = c.w.feedback(c, back); c.w.intercept != nil && c.w.intercept(cmd, back) {
+			return
+		}
+	}
 	reply := func(step string) func(any, error) {
 		return func(_ any, err error) { back(cutover.Reply{Step: step, Err: err}) }
 	}
@@ -312,6 +321,12 @@ func swapped(r *model.Router) bool {
 }
 
 func cutoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
+	return cutoverWorldWith(s, mutant, nil)
+}
+
+// cutoverWorldWith is the cutover scenario's world, opened by w (nil: none) onto a window
+// the swarm's faults make rare.
+func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Violation {
 	f := newFleet(s)
 	k := s.Param("source_shards", 1+s.Intn(2))
 	src := f.backends(0, k, mutant == MutantAckEarly)
@@ -336,18 +351,28 @@ func cutoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Grace:           int64(s.Param("grace_ms", []int{500, 5000}[s.Intn(2)])),
 		Mutants:         cutoverMutants(mutant),
 	}
-	switch mutant {
-	case MutantNoGrace:
-		opts.Grace = 1
-	case MutantNoLagThreshold:
-		opts.LagThreshold = math.MaxInt64
+	mutantOptions := func() {
+		switch mutant {
+		case MutantNoGrace:
+			opts.Grace = 1
+		case MutantNoLagThreshold:
+			opts.LagThreshold = math.MaxInt64
+		}
 	}
+	mutantOptions()
 	decision := s.Param("decision", s.Intn(3)) // 0: the machine finalizes on its own; 1: the operator finalizes; 2: the operator reverses
 	if decision == 0 {
 		opts.FinalizeAfter = int64(s.Param("finalize_after_ms", int(s.Between(1000, 10_000))))
 	}
+	if w != nil && w.options != nil {
+		w.options(&opts, decision)
+		mutantOptions()
+	}
 	designated := f.routers[s.Param("designated", s.Intn(len(f.routers)))].ID
-	c.designated = designated
+	c.designated, c.decision, c.w = designated, decision, w
+	if w != nil && w.setup != nil {
+		w.setup(f, c)
+	}
 	f.onCrash = func(r *model.Router) {
 		if r.ID == designated && c.started != 0 && c.done == nil && swapped(r) {
 			s.Probe("designated.crash.after_swap")
@@ -400,10 +425,17 @@ func cutoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	}
 	n := s.Param("ops", 20+s.Intn(41))
 	s.SetWorkload(n, listAppendOps(s, f, n, 0))
-	if v := f.runToEnd(90_000, 400_000); v != nil {
+	quiet := int64(90_000)
+	if w != nil {
+		quiet = max(quiet, w.quiet)
+	}
+	if v := f.runToEnd(quiet, 400_000); v != nil {
 		return v
 	}
-	return c.check(rec, src, dst)
+	if v := c.check(rec, src, dst); v != nil || w == nil || w.check == nil {
+		return v
+	}
+	return w.check(c)
 }
 
 // excluded is who ReleasedWritable leaves out: the designated instance, and the instances

@@ -4,7 +4,11 @@ package cutover
 type Options struct {
 	// LagThreshold is the replication slot lag, in bytes, at or under which the copy
 	// counts as caught up and instances are paused. Default 1,000,000 (PgDog's own
-	// cutover_traffic_stop_threshold default).
+	// cutover_traffic_stop_threshold default). It bounds the pause: every instance is held
+	// while CUTOVER drains what the stream has not carried, and PgDog aborts a CUTOVER that
+	// does not drain within its cutover_timeout; set it to what the stream carries well
+	// within that timeout. Shown by the simulator's cutover-drain world (a stream of finite
+	// throughput under a burst of writes: pausing at any lag rolls the cutover back).
 	LagThreshold int64
 	// PollEvery is the interval between catch-up polls and between ListTasks polls while
 	// a CUTOVER is in progress, in ms. Default 1000.
@@ -27,7 +31,11 @@ type Options struct {
 	// instance is down, at the price of listing one whose failure was brief.
 	InstanceAttempts int
 	// Grace is how long finalize waits between stopping the reverse stream and clearing
-	// the fence on the retired shards, in ms. Default 60,000.
+	// the fence on the retired shards, in ms. Default 60,000. It must exceed how long a
+	// statement can still be travelling to a retired shard (the routers' connect timeout:
+	// the fence ends every open session): an instance the pause missed routes there until
+	// its RELOAD, and a statement it sent just before lands once the shards open, where no
+	// stream carries it (the simulator's cutover-windows world, window held).
 	Grace int64
 	// FinalizeAfter, when positive, finalizes on its own that many ms after every instance
 	// has resumed, unless Reverse arrives first. Zero waits for Finalize or Reverse.
@@ -61,15 +69,17 @@ type Mutants struct {
 	// published generation's files: d, restarted after its CUTOVER but before those files
 	// were written, still routes to the old shards, and its writes land there once they
 	// open. Trips "writes reach the src layout" and "acknowledged writes lost" (the world
-	// model: TestMutantsTripInvariants and testdata/interaction/restart_instance.txt). In the
-	// simulator the path is too rare for a bounded mutant test (2 seeds in 100,000 found it).
+	// model: TestMutantsTripInvariants and testdata/interaction/restart_instance.txt), and
+	// no-lost-ack in the simulator's cutover-windows world (window restart, d's SHOW TASKS
+	// failing so the check cannot tell).
 	SkipFinalReload bool
 	// SkipCheck goes to serving right after the forward resume without asking d whether
 	// the reverse stream still runs: d, restarted after its CUTOVER but before the files
 	// of g+1 were written, routes to the fenced old shards and has its writes refused for
 	// the whole serving period, until finalize reloads it. Trips "serving ended with the
 	// designated instance routing to the old layout" (the world model:
-	// TestMutantsTripInvariants and testdata/interaction/restart_instance.txt).
+	// TestMutantsTripInvariants and testdata/interaction/restart_instance.txt), and
+	// designated-writable in the simulator's cutover-windows world (window restart).
 	SkipCheck bool
 	// MissedForwardOnly lists in Done.Missed only the instances the forward pause missed,
 	// as the machine once did: one a Reverse's pause missed goes unreported although the
@@ -90,8 +100,9 @@ type Mutants struct {
 	ReverseReusesGeneration bool
 	// SkipDesignatedReload rolls back without reloading the designated instance after a
 	// CUTOVER that failed: if the CUTOVER had swapped its routing, it keeps writing to the
-	// new shards while the others write to the unfenced old ones. Trips "writes never reach
-	// both layouts" (testdata/interaction/mutants.txt).
+	// new shards, which the rollback leaves fenced: its writes are refused after the
+	// rollback resumed it. Trips designated-writable in the simulator's cutover-windows world
+	// (window swap-fails); testdata/interaction/mutants.txt shows it too.
 	SkipDesignatedReload bool
 	// RetryReusesStep sends every attempt of a step under the first attempt's step id, as
 	// the machine once did: a late or repeated answer to an earlier attempt settles the
