@@ -636,7 +636,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 // TestRealPgDogCutoverFigures runs the forward cutover through three real PgDog instances
 // LOAM_CUTOVER_RUNS times (default: skipped) and reports the pause window (the driver's:
 // first PAUSE sent to the last RESUME answered), median and max, and the writes
-// acknowledged, refused and lost. conformance/refrouter's TestRealCutoverFigures is the
+// acknowledged, refused and lost. refrouter's TestRealCutoverFigures is the
 // reference router's figure; run both in one go test (-p 1) to compare on one machine.
 func TestRealPgDogCutoverFigures(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("LOAM_CUTOVER_RUNS"))
