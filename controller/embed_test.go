@@ -24,9 +24,9 @@ func goTool(t *testing.T) string {
 }
 
 // TestDepsHoldNoSimulatorNorTestHelpers: what an embedder links is the machines, the
-// driver and the adapters: no deterministic simulator, no conformance helper (the
-// throwaway-server launchers, the reference router while it is a test helper), nothing
-// that imports testing.
+// driver and the adapters: no deterministic simulator, no conformance helper (the tests'
+// throwaway-server launchers), not what loamrouter's demo runs (the reference router, the
+// Postgres launcher), nothing that imports testing.
 func TestDepsHoldNoSimulatorNorTestHelpers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -39,6 +39,7 @@ func TestDepsHoldNoSimulatorNorTestHelpers(t *testing.T) {
 		require.False(t, strings.HasPrefix(d, "loam.dev/router/conformance"), "the controller links the test helper %s", d)
 		require.False(t, strings.HasPrefix(d, "loam.dev/") && strings.HasSuffix(d, "test"), "the controller links %s, a test helper by its name", d)
 		require.NotEqual(t, "testing", d, "a dependency of the controller imports testing")
+		require.NotContains(t, []string{"loam.dev/router/refrouter", "loam.dev/router/pglaunch"}, d, "the controller links the demo's %s", d)
 	}
 }
 

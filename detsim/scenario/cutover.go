@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 
-	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
@@ -148,16 +147,7 @@ func hostCutover(d *daemon) *cutoverRun {
 		Exec:       c.exec,
 		TimerFired: func(id string) cutover.Input { return cutover.TimerFired{ID: id} },
 		Restarted:  cutover.Restarted{},
-		Save: func(m machine.Machine[cutover.Input, cutover.Command]) func() machine.Machine[cutover.Input, cutover.Command] {
-			snap := m.(*cutover.Machine).Snapshot()
-			return func() machine.Machine[cutover.Input, cutover.Command] {
-				r, err := cutover.Restore(snap)
-				if err != nil {
-					panic(fmt.Sprintf("scenario: cutover snapshot does not restore: %v", err))
-				}
-				return r
-			}
-		},
+		Save:       saveBy[cutover.Input, cutover.Command]("cutover", cutover.Restore),
 	})
 	return c
 }
@@ -187,13 +177,7 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			func(rep detsim.Reply) { v, err := st.CAS(dbRef, x.Expect, x.Record); rep(v, err) },
 			func(v any, err error) {
 				in := cutover.RecordWritten{Step: x.Step, Err: err}
-				var ce *adapters.ConflictError
-				switch {
-				case err == nil:
-					in.Version = v.(uint64)
-				case errors.As(err, &ce):
-					in.Conflict = ce.Current
-				}
+				in.Version, in.Conflict = written(v, err)
 				back(in)
 			})
 	case cutover.CopyData:

@@ -10,7 +10,6 @@ import (
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/kernel/shardmap"
-	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
 )
 
@@ -59,16 +58,7 @@ func (d *daemon) hostPush(opts configpush.Options) {
 		Exec:       d.execPush,
 		TimerFired: func(id string) configpush.Input { return configpush.TimerFired{ID: id} },
 		Restarted:  configpush.Restarted{},
-		Save: func(m machine.Machine[configpush.Input, configpush.Command]) func() machine.Machine[configpush.Input, configpush.Command] {
-			snap := m.(*configpush.Machine).Snapshot()
-			return func() machine.Machine[configpush.Input, configpush.Command] {
-				r, err := configpush.Restore(snap, opts)
-				if err != nil {
-					panic(fmt.Sprintf("scenario: configpush snapshot does not restore: %v", err))
-				}
-				return r
-			}
-		},
+		Save:       saveBy[configpush.Input, configpush.Command]("configpush", func(s configpush.Snapshot) (*configpush.Machine, error) { return configpush.Restore(s, opts) }),
 	})
 }
 

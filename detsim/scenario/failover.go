@@ -291,16 +291,7 @@ func (r *failoverRun) begin() {
 		Exec:       func(c failover.Command) { r.exec(a, c) },
 		TimerFired: func(id string) failover.Input { return failover.TimerFired{ID: id} },
 		Restarted:  failover.Restarted{},
-		Save: func(m machine.Machine[failover.Input, failover.Command]) func() machine.Machine[failover.Input, failover.Command] {
-			snap := m.(*failover.Machine).Snapshot()
-			return func() machine.Machine[failover.Input, failover.Command] {
-				x, err := failover.Restore(snap)
-				if err != nil {
-					panic(fmt.Sprintf("scenario: failover snapshot does not restore: %v", err))
-				}
-				return x
-			}
-		},
+		Save:       saveBy[failover.Input, failover.Command]("failover", failover.Restore),
 	})
 	r.cur = a
 	r.ask(a)
@@ -373,13 +364,7 @@ func (r *failoverRun) exec(a *attempt, cmd failover.Command) {
 			func(rep detsim.Reply) { v, err := st.CAS(dbRef, c.Expect, c.Record); rep(v, err) },
 			func(x any, err error) {
 				in := failover.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: err}
-				var ce *adapters.ConflictError
-				switch {
-				case err == nil:
-					in.Version = x.(uint64)
-				case errors.As(err, &ce):
-					in.Conflict = ce.Current
-				}
+				in.Version, in.Conflict = written(x, err)
 				back(in)
 			})
 	case failover.Push:

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine"
 )
 
 // The names every scenario uses.
@@ -217,4 +219,36 @@ func (f *fleet) hashState() {
 			h.Write([]byte{'\n'})
 		}
 	})
+}
+
+// saveBy is a HostConfig.Save for a machine restored from its snapshot by restore: what the
+// host rebuilds after a crash is what a driver restores. A snapshot that does not restore
+// is a bug of the machine, and the run panics on it, naming the machine.
+func saveBy[In, Out, S any, M interface {
+	machine.Machine[In, Out]
+	Snapshot() S
+}](name string, restore func(S) (M, error)) func(machine.Machine[In, Out]) func() machine.Machine[In, Out] {
+	return func(m machine.Machine[In, Out]) func() machine.Machine[In, Out] {
+		snap := m.(M).Snapshot()
+		return func() machine.Machine[In, Out] {
+			r, err := restore(snap)
+			if err != nil {
+				panic(fmt.Sprintf("scenario: %s snapshot does not restore: %v", name, err))
+			}
+			return r
+		}
+	}
+}
+
+// written is a store's answer to a compare-and-set as the machines' RecordWritten carries
+// it: the new version, or the record a conflict found there.
+func written(version any, err error) (uint64, *shardmap.Record) {
+	var ce *adapters.ConflictError
+	switch {
+	case err == nil:
+		return version.(uint64), nil
+	case errors.As(err, &ce):
+		return 0, ce.Current
+	}
+	return 0, nil
 }

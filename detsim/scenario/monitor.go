@@ -9,7 +9,6 @@ import (
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
-	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
 )
 
@@ -51,16 +50,7 @@ func hostMonitor(d *daemon, opts indoubt.Options, shards map[string]*model.Backe
 		Exec:       m.exec,
 		TimerFired: func(id string) indoubt.Input { return indoubt.TimerFired{ID: id} },
 		Restarted:  indoubt.Restarted{},
-		Save: func(mm machine.Machine[indoubt.Input, indoubt.Command]) func() machine.Machine[indoubt.Input, indoubt.Command] {
-			snap := mm.(*indoubt.Monitor).Snapshot()
-			return func() machine.Machine[indoubt.Input, indoubt.Command] {
-				r, err := indoubt.Restore(snap, opts)
-				if err != nil {
-					panic(fmt.Sprintf("scenario: indoubt snapshot does not restore: %v", err))
-				}
-				return r
-			}
-		},
+		Save:       saveBy[indoubt.Input, indoubt.Command]("indoubt", func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, opts) }),
 	})
 	return m
 }

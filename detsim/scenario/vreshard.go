@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,16 +88,7 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Exec:       r.exec,
 		TimerFired: func(id string) vreshard.Input { return vreshard.TimerFired{ID: id} },
 		Restarted:  vreshard.Restarted{},
-		Save: func(m machine.Machine[vreshard.Input, vreshard.Command]) func() machine.Machine[vreshard.Input, vreshard.Command] {
-			snap := m.(*vreshard.Machine).Snapshot()
-			return func() machine.Machine[vreshard.Input, vreshard.Command] {
-				x, err := vreshard.Restore(snap)
-				if err != nil {
-					panic(fmt.Sprintf("scenario: vreshard snapshot does not restore: %v", err))
-				}
-				return x
-			}
-		},
+		Save:       saveBy[vreshard.Input, vreshard.Command]("vreshard", vreshard.Restore),
 	})
 	forced := false
 	s.OnSpec(func(e machine.SpecEvent) {
@@ -208,13 +198,7 @@ func (r *vreshardRun) exec(cmd vreshard.Command) {
 			},
 			func(x any, err error) {
 				in := vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Err: err}
-				var ce *adapters.ConflictError
-				switch {
-				case err == nil:
-					in.Version = x.(uint64)
-				case errors.As(err, &ce):
-					in.Conflict = ce.Current
-				}
+				in.Version, in.Conflict = written(x, err)
 				back(in)
 			})
 	case vreshard.Create:

@@ -1,14 +1,15 @@
 package cutover
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	"loam.dev/router/machine"
 )
 
-// check refuses states no machine can be in, so a restored machine never indexes out of
-// range or dereferences a missing record.
-func (s *state) check() error {
+// Check refuses states no machine can be in, so a restored machine never indexes out of
+// range or dereferences a missing record (machine.State).
+func (s state) Check() error {
 	if int(s.Stage) >= len(stageNames) {
 		return fmt.Errorf("stage %d is unknown", s.Stage)
 	}
@@ -52,25 +53,20 @@ func (s *state) check() error {
 }
 
 // Snapshot is everything a Machine knows, for a driver to persist after every On and to
-// hand to Restore after a restart. Its JSON form (MarshalJSON) is what a driver stores; the
+// hand to Restore after a restart. Its JSON form (machine.Snapshot's MarshalJSON) is what a driver stores; the
 // fields are not an API.
-type Snapshot struct{ s state }
+type Snapshot struct{ machine.Snapshot[state] }
 
 // Snapshot returns a deep copy of the machine's state.
-func (m *Machine) Snapshot() Snapshot { return Snapshot{m.s.clone()} }
+func (m *Machine) Snapshot() Snapshot { return Snapshot{machine.Snap(m.s)} }
 
 // Restore rebuilds a machine from a snapshot. Feed it Restarted next, so it sends again
 // what was in flight when the snapshot was taken. A snapshot that could not have come from
 // Snapshot (a corrupt or hand-edited one) is refused, never half-trusted.
 func Restore(s Snapshot) (*Machine, error) {
-	if err := s.s.check(); err != nil {
+	st, err := s.State()
+	if err != nil {
 		return nil, fmt.Errorf("cutover: restore: %w", err)
 	}
-	return &Machine{s: s.s.clone()}, nil
+	return &Machine{s: st}, nil
 }
-
-// MarshalJSON encodes the snapshot; records are in shardmap's strict JSON form.
-func (s Snapshot) MarshalJSON() ([]byte, error) { return json.Marshal(s.s) }
-
-// UnmarshalJSON decodes what MarshalJSON wrote.
-func (s *Snapshot) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.s) }

@@ -186,8 +186,9 @@ type state struct {
 	Reason                     string
 }
 
-func (s *state) clone() state {
-	c := *s
+// Clone is a deep copy (machine.State).
+func (s state) Clone() state {
+	c := s
 	c.Plan.Instances = append([]string(nil), s.Plan.Instances...)
 	c.Origin = s.Origin.Clone()
 	c.Rec = s.Rec.Clone()

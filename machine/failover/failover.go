@@ -436,17 +436,15 @@ func (m *Machine) onRecord(ctx *machine.Ctx, in RecordWritten) {
 // maxRebases bounds how often the repoint is made again on top of someone else's write.
 const maxRebases = 8
 
+// steps is the sequential skeleton's part of this machine (machine.Steps).
+var steps = machine.Steps{Spec: Spec, Restart: ActRestart, Done: ActDone}
+
 func (m *Machine) restart(ctx *machine.Ctx) {
 	if m.s.Stage == stIdle {
 		return
 	}
-	ctx.Emit(Spec, ActRestart, machine.S("stage", stageNames[m.s.Stage]))
-	switch {
-	case m.s.Sent:
-		m.send(ctx)
-	case m.s.RetryAt != 0:
-		m.out = append(m.out, SetTimer{machine.SetTimer{ID: m.retryID(), At: m.s.RetryAt}})
-	}
+	steps.Resume(ctx, stageNames[m.s.Stage], m.s.Sent, m.s.RetryAt, func() { m.send(ctx) },
+		func(at int64) { m.out = append(m.out, SetTimer{machine.SetTimer{ID: m.retryID(), At: at}}) })
 }
 
 func (m *Machine) finish(ctx *machine.Ctx, o Outcome, reason string) {
@@ -459,6 +457,6 @@ func (m *Machine) emitDone(ctx *machine.Ctx) {
 	if m.s.Rec != nil {
 		gen = m.s.Rec.Generation
 	}
-	ctx.Emit(Spec, ActDone, machine.S("outcome", m.s.Outcome.String()), machine.U("gen", gen))
+	steps.End(ctx, m.s.Outcome.String(), gen)
 	m.out = append(m.out, Done{Outcome: m.s.Outcome, Generation: gen, Fenced: m.s.Fenced, Reason: m.s.Reason})
 }

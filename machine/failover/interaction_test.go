@@ -3,13 +3,11 @@ package failover_test
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 
-	"loam.dev/router/machine"
 	"loam.dev/router/machine/failover"
 	"loam.dev/router/machine/machinetest"
 )
@@ -22,15 +20,10 @@ func TestInteraction(t *testing.T) {
 }
 
 type harness struct {
-	m       *failover.Machine
-	w       *world
-	rec     *machine.Recorder
-	now     int64
-	rng     *rand.Rand
-	pending []failover.Command
-	timers  machinetest.Timers
-	mutant  bool
-	out     strings.Builder
+	machinetest.Run[failover.Command]
+	m      *failover.Machine
+	w      *world
+	mutant bool
 }
 
 // Restore implements machinetest.Harness.
@@ -41,33 +34,21 @@ func (h *harness) Restore(t testing.TB) {
 }
 
 func (h *harness) step(header string, in failover.Input) {
-	cmds := h.m.On(&machine.Ctx{Now: h.now, Rand: h.rng, Trace: h.rec}, in)
-	fmt.Fprintf(&h.out, "> %s\n", header)
-	for _, e := range h.rec.Take() {
-		fmt.Fprintf(&h.out, "  spec %s\n", e)
-	}
-	for _, c := range cmds {
-		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
-		if h.timers.Record(c) {
-			continue
-		}
+	machinetest.Step(&h.Run, h.m, header, in, func(c failover.Command) bool {
 		switch c := c.(type) {
 		case failover.Done:
 			h.w.checkEnd(c)
 		case failover.Alert:
 		default:
-			h.pending = append(h.pending, c)
+			return true
 		}
-	}
-	for _, v := range h.w.violations {
-		fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
-	}
-	h.w.violations = nil
+		return false
+	}, &h.w.violations)
 }
 
 // Handle implements machinetest.Harness.
 func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
-	h.out.Reset()
+	h.Out.Reset()
 	arg := func(k, def string) string { return machinetest.Arg(t, d, k, def) }
 	switch d.Cmd {
 	case "start":
@@ -78,8 +59,8 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		opts := failover.Options{RetryAfter: 100, Attempts: 2}
 		h.mutant = arg("mutant", "") == "skip-fence"
 		opts.Mutants.SkipFence = h.mutant
-		h.m, h.rec, h.now, h.rng = failover.New(), &machine.Recorder{}, 1000, rand.New(rand.NewPCG(1, 2))
-		h.pending, h.timers = nil, machinetest.Timers{}
+		h.m = failover.New()
+		h.Begin(1000)
 		if arg("same", "") == "true" {
 			promoted = rec.Shards[1].Backend
 		}
@@ -88,8 +69,8 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		h.step("start", failover.Start{Record: rec, Shard: shard, Promoted: promoted, Role: "app", Options: opts})
 	case "deliver":
 		fail, applied, msg := arg("fail", ""), arg("applied", ""), arg("err", "unreachable")
-		batch := h.pending
-		h.pending = nil
+		batch := h.Pending
+		h.Pending = nil
 		for _, c := range batch {
 			step := stepOf(c)
 			var err error
@@ -118,37 +99,37 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 				}
 			}
 		}
-		batch := h.pending
-		h.pending = nil
+		batch := h.Pending
+		h.Pending = nil
 		for _, c := range batch {
 			h.step("conflict "+kind+" "+stepOf(c), h.w.apply(c, nil, false))
 		}
 	case "tick":
 		var ms int64
 		d.ScanArgs(t, "ms", &ms)
-		h.now += ms
-		for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
+		h.Now += ms
+		for id, _, ok := h.Timers.Pop(h.Now); ok; id, _, ok = h.Timers.Pop(h.Now) {
 			h.step("timer "+id, failover.TimerFired{ID: id})
 		}
 	case "restart":
 		apply := arg("apply", "")
-		for _, c := range h.pending {
+		for _, c := range h.Pending {
 			if apply != "" && strings.Contains(stepOf(c), apply) {
 				h.w.apply(c, nil, false)
 			}
 		}
-		h.pending, h.timers = nil, machinetest.Timers{}
+		h.Pending, h.Timers = nil, machinetest.Timers{}
 		h.Restore(t)
 		h.step("restart", failover.Restarted{})
 	case "world":
 		b, _ := backendOf(h.w.store, h.w.shard)
-		fmt.Fprintf(&h.out, "store gen=%d version=%d %s=%s:%d fenced=%v reparented=%v pushed=%d\n",
+		fmt.Fprintf(&h.Out, "store gen=%d version=%d %s=%s:%d fenced=%v reparented=%v pushed=%d\n",
 			h.w.store.Generation, h.w.store.Version, h.w.shard, b.Host, b.Port, h.w.fenced, h.w.reparented, h.w.pushed)
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
-	if !h.mutant && strings.Contains(h.out.String(), "!! violation") {
-		t.Errorf("%s: invariant broken without a mutant:\n%s", d.Pos, h.out.String())
+	if !h.mutant && strings.Contains(h.Out.String(), "!! violation") {
+		t.Errorf("%s: invariant broken without a mutant:\n%s", d.Pos, h.Out.String())
 	}
-	return h.out.String()
+	return h.Out.String()
 }

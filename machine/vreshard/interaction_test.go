@@ -3,20 +3,14 @@ package vreshard_test
 import (
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
-	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/kernel/shardmap"
-	"loam.dev/router/machine"
 	"loam.dev/router/machine/machinetest"
 	"loam.dev/router/machine/vreshard"
 )
@@ -28,14 +22,9 @@ func TestInteraction(t *testing.T) {
 }
 
 type harness struct {
-	m       *vreshard.Machine
-	w       *world
-	rec     *machine.Recorder
-	now     int64
-	rng     *rand.Rand
-	pending []vreshard.Command
-	timers  machinetest.Timers
-	out     strings.Builder
+	machinetest.Run[vreshard.Command]
+	m *vreshard.Machine
+	w *world
 }
 
 func (h *harness) Restore(t testing.TB) {
@@ -45,38 +34,26 @@ func (h *harness) Restore(t testing.TB) {
 }
 
 func (h *harness) step(header string, in vreshard.Input) {
-	cmds := h.m.On(&machine.Ctx{Now: h.now, Rand: h.rng, Trace: h.rec}, in)
-	fmt.Fprintf(&h.out, "> %s\n", header)
-	for _, e := range h.rec.Take() {
-		fmt.Fprintf(&h.out, "  spec %s\n", e)
-	}
-	for _, c := range cmds {
-		fmt.Fprintf(&h.out, "  cmd  %s\n", c)
-		if h.timers.Record(c) {
-			continue
-		}
+	machinetest.Step(&h.Run, h.m, header, in, func(c vreshard.Command) bool {
 		switch c := c.(type) {
 		case vreshard.Done:
 			h.w.checkEnd(c)
 		case vreshard.Alert:
 		default:
-			h.pending = append(h.pending, c)
+			return true
 		}
-	}
-	for _, v := range h.w.violations {
-		fmt.Fprintf(&h.out, "  !! violation: %s\n", v)
-	}
-	h.w.violations = nil
+		return false
+	}, &h.w.violations)
 }
 
 func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
-	h.out.Reset()
+	h.Out.Reset()
 	arg := func(k, def string) string { return machinetest.Arg(t, d, k, def) }
 	switch d.Cmd {
 	case "start":
 		st := fixture()
-		h.m, h.rec, h.now, h.rng = vreshard.New(), &machine.Recorder{}, 1000, rand.New(rand.NewPCG(1, 2))
-		h.pending, h.timers = nil, machinetest.Timers{}
+		h.m = vreshard.New()
+		h.Begin(1000)
 		h.w = newWorld(st.Record)
 		h.w.mismatch, h.w.verifyFail = arg("mismatch", "") == "true", arg("verify", "") == "fail"
 		h.w.copyPolls = machinetest.Arg(t, d, "copying", 1)
@@ -90,10 +67,10 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "deliver":
 		// Answers the pending commands in order; n=<k> answers only the first k.
 		fail, applied, msg := arg("fail", ""), arg("applied", ""), arg("err", "unreachable")
-		n := machinetest.Arg(t, d, "n", len(h.pending))
-		for i := 0; i < n && len(h.pending) > 0; i++ {
-			c := h.pending[0]
-			h.pending = h.pending[1:]
+		n := machinetest.Arg(t, d, "n", len(h.Pending))
+		for i := 0; i < n && len(h.Pending) > 0; i++ {
+			c := h.Pending[0]
+			h.Pending = h.Pending[1:]
 			step := stepOf(c)
 			var err error
 			header := "ok " + step
@@ -104,37 +81,37 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "run":
 		// Answers and fires timers until nothing is left or the machine is done.
-		for i := 0; i < 200 && (len(h.pending) > 0 || len(h.timers) > 0); i++ {
-			if len(h.pending) > 0 {
-				c := h.pending[0]
-				h.pending = h.pending[1:]
+		for i := 0; i < 200 && (len(h.Pending) > 0 || len(h.Timers) > 0); i++ {
+			if len(h.Pending) > 0 {
+				c := h.Pending[0]
+				h.Pending = h.Pending[1:]
 				h.step("ok "+stepOf(c), h.w.apply(c, nil, false))
 				continue
 			}
-			for _, at := range h.timers {
-				h.now = max(h.now, at)
+			for _, at := range h.Timers {
+				h.Now = max(h.Now, at)
 			}
-			for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
+			for id, _, ok := h.Timers.Pop(h.Now); ok; id, _, ok = h.Timers.Pop(h.Now) {
 				h.step("timer "+id, vreshard.TimerFired{ID: id})
 			}
 		}
 	case "tick":
 		var ms int64
 		d.ScanArgs(t, "ms", &ms)
-		h.now += ms
-		for id, _, ok := h.timers.Pop(h.now); ok; id, _, ok = h.timers.Pop(h.now) {
+		h.Now += ms
+		for id, _, ok := h.Timers.Pop(h.Now); ok; id, _, ok = h.Timers.Pop(h.Now) {
 			h.step("timer "+id, vreshard.TimerFired{ID: id})
 		}
 	case "cancel":
 		h.step("cancel", vreshard.CancelRequest{})
 	case "restart":
 		apply := arg("apply", "")
-		for _, c := range h.pending {
+		for _, c := range h.Pending {
 			if apply != "" && strings.Contains(stepOf(c), apply) {
 				h.w.apply(c, nil, false)
 			}
 		}
-		h.pending, h.timers = nil, machinetest.Timers{}
+		h.Pending, h.Timers = nil, machinetest.Timers{}
 		h.Restore(t)
 		h.step("restart", vreshard.Restarted{})
 	case "world":
@@ -142,41 +119,20 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		if h.w.store.Target != nil {
 			tg = strings.Join(names(*h.w.store.Target), ",")
 		}
-		fmt.Fprintf(&h.out, "store gen=%d version=%d layout=%s target=%s phase=%v vitess primary=%s replica=%s exists=%v completed=%v effects=%d\n",
+		fmt.Fprintf(&h.Out, "store gen=%d version=%d layout=%s target=%s phase=%v vitess primary=%s replica=%s exists=%v completed=%v effects=%d\n",
 			h.w.store.Generation, h.w.store.Version, strings.Join(names(h.w.store.Layout), ","), tg, h.w.store.State.Phase,
 			strings.Join(h.w.primary(), ","), strings.Join(h.w.replica(), ","), h.w.exists, h.w.completed, len(h.w.effects))
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
-	if strings.Contains(h.out.String(), "!! violation") {
-		t.Errorf("%s: invariant broken:\n%s", d.Pos, h.out.String())
+	if strings.Contains(h.Out.String(), "!! violation") {
+		t.Errorf("%s: invariant broken:\n%s", d.Pos, h.Out.String())
 	}
-	return h.out.String()
+	return h.Out.String()
 }
 
 // TestActionsCovered: the package doc lists exactly the Act constants, and the scripts show
 // every one of them being emitted.
 func TestActionsCovered(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "machine.go", nil, 0)
-	require.NoError(t, err)
-	var consts []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if v, ok := n.(*ast.ValueSpec); ok && strings.HasPrefix(v.Names[0].Name, "Act") {
-			s, _ := strconv.Unquote(v.Values[0].(*ast.BasicLit).Value)
-			consts = append(consts, s)
-		}
-		return true
-	})
-	doc, err := parser.ParseFile(fset, "doc.go", nil, parser.ParseComments)
-	require.NoError(t, err)
-	text := doc.Doc.Text()
-	l := text[strings.Index(text, "Actions:")+len("Actions:"):]
-	l = l[:strings.Index(l, "(")]
-	var documented []string
-	for _, a := range strings.Split(l, ",") {
-		documented = append(documented, strings.TrimSpace(a))
-	}
-	require.ElementsMatch(t, consts, documented)
-	require.ElementsMatch(t, consts, machinetest.ScriptActions(t, os.DirFS("testdata/interaction"), vreshard.Spec))
+	machinetest.ActionsCovered(t, os.DirFS("."), "machine.go", vreshard.Spec)
 }

@@ -619,20 +619,18 @@ func (m *Machine) where() string {
 	return "; the source shards serve"
 }
 
+// steps is the sequential skeleton's part of this machine (machine.Steps).
+var steps = machine.Steps{Spec: Spec, Restart: ActRestart, Done: ActDone}
+
 func (m *Machine) restart(ctx *machine.Ctx) {
 	if m.s.Stage == stIdle {
 		return
 	}
-	ctx.Emit(Spec, ActRestart, machine.S("stage", stageNames[m.s.Stage]))
 	if m.s.Start.Options.Mutants.ForgetSent && m.s.Stage == stVDiff {
 		m.s.UUID = newUUID(ctx)
 	}
-	switch {
-	case m.s.Sent:
-		m.send(ctx)
-	case m.s.RetryAt != 0:
-		m.out = append(m.out, SetTimer{machine.SetTimer{ID: m.timerID(), At: m.s.RetryAt}})
-	}
+	steps.Resume(ctx, stageNames[m.s.Stage], m.s.Sent, m.s.RetryAt, func() { m.send(ctx) },
+		func(at int64) { m.out = append(m.out, SetTimer{machine.SetTimer{ID: m.timerID(), At: at}}) })
 }
 
 func (m *Machine) finish(ctx *machine.Ctx, o Outcome, reason string) {
@@ -645,6 +643,6 @@ func (m *Machine) emitDone(ctx *machine.Ctx) {
 	if m.s.Rec != nil {
 		gen = m.s.Rec.Generation
 	}
-	ctx.Emit(Spec, ActDone, machine.S("outcome", m.s.Outcome.String()), machine.U("gen", gen))
+	steps.End(ctx, m.s.Outcome.String(), gen)
 	m.out = append(m.out, Done{Outcome: m.s.Outcome, Generation: gen, Reason: m.s.Reason})
 }

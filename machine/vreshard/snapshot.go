@@ -1,38 +1,35 @@
 package vreshard
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+
+	"loam.dev/router/machine"
 )
 
 // Snapshot is everything a Machine knows, for a driver to persist before executing what a
 // step asked for and to hand to Restore after a restart. Its JSON form is what a driver
 // stores; the fields are not an API.
-type Snapshot struct{ s state }
+type Snapshot struct{ machine.Snapshot[state] }
 
 // Snapshot returns a deep copy of the machine's state.
-func (m *Machine) Snapshot() Snapshot { return Snapshot{m.s.clone()} }
+func (m *Machine) Snapshot() Snapshot { return Snapshot{machine.Snap(m.s)} }
 
 // Restore rebuilds a machine from a snapshot; feed it Restarted next. A snapshot no machine
 // could have produced is refused.
 func Restore(s Snapshot) (*Machine, error) {
-	if err := s.s.check(); err != nil {
+	st, err := s.State()
+	if err != nil {
 		return nil, fmt.Errorf("vreshard: restore: %w", err)
 	}
-	return &Machine{s: s.s.clone()}, nil
+	return &Machine{s: st}, nil
 }
 
-// MarshalJSON encodes the snapshot; records are in shardmap's strict JSON form.
-func (s Snapshot) MarshalJSON() ([]byte, error) { return json.Marshal(s.s) }
-
-// UnmarshalJSON decodes what MarshalJSON wrote.
-func (s *Snapshot) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.s) }
-
-func (s *state) clone() state {
-	c := *s
+// Clone implements machine.State.
+func (s state) Clone() state {
+	c := s
 	c.Start.Record = s.Start.Record.Clone()
 	c.Start.Source, c.Start.Target = slices.Clone(s.Start.Source), slices.Clone(s.Start.Target)
 	c.Start.Backends = maps.Clone(s.Start.Backends)
@@ -41,7 +38,8 @@ func (s *state) clone() state {
 	return c
 }
 
-func (s *state) check() error {
+// Check implements machine.State.
+func (s state) Check() error {
 	switch {
 	case s.Stage > stDone || s.After > stDone:
 		return fmt.Errorf("stage %d is unknown", s.Stage)
