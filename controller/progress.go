@@ -87,6 +87,9 @@ type CutoverProgress struct {
 	Reverse      bool     `json:"reverse,omitempty"`
 	Outcome      string   `json:"outcome,omitempty"`
 	Alerts       []string `json:"alerts,omitempty"`
+	// Pause is where the write pause went, step by step and command by command, read from
+	// the audit log once the pause has ended (driver.PauseFromAudit).
+	Pause *driver.PauseReport `json:"pause,omitempty"`
 }
 
 // lagSample is one catch-up poll's answer.
@@ -186,6 +189,9 @@ func ProgressFromAudit(db string, entries []driver.AuditEntry, threshold int64, 
 		}
 		p.ElapsedMS = end - first
 		p.StepMS = end - p.Steps[cur].StartMS
+	}
+	if rep, ok := driver.PauseFromAudit(entries); ok {
+		p.Pause = &rep
 	}
 	if len(samples) > 0 {
 		last := samples[len(samples)-1]
