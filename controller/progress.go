@@ -92,6 +92,9 @@ type CutoverProgress struct {
 	// replication lag (LagBytes is the fenced cutover's).
 	Vitess bool  `json:"vitess,omitempty"`
 	LagMS  int64 `json:"lag_ms,omitempty"`
+	// Pause is where the write pause went, step by step and command by command, read from
+	// the audit log once the pause has ended (driver.PauseFromAudit).
+	Pause *driver.PauseReport `json:"pause,omitempty"`
 }
 
 // lagSample is one catch-up poll's answer.
@@ -212,6 +215,9 @@ func progressFrom(db string, entries []driver.AuditEntry, threshold int64, now t
 		}
 		p.ElapsedMS = end - first
 		p.StepMS = end - p.Steps[cur].StartMS
+	}
+	if rep, ok := driver.PauseFromAudit(entries); ok {
+		p.Pause = &rep
 	}
 	if len(samples) > 0 {
 		last := samples[len(samples)-1]

@@ -26,6 +26,9 @@ type PauseReport struct {
 	// Costs splits Controller the way each PauseStep does.
 	Costs PauseCosts  `json:"costs"`
 	Steps []PauseStep `json:"steps"`
+	// FromAudit: read from the audit log (PauseFromAudit), which does not hold the snapshot
+	// saves, the timers or the scheduling: Costs' Save, Wait and Feed are in Other.
+	FromAudit bool `json:"from_audit,omitempty"`
 }
 
 // PauseCosts splits the time no command was executing. Each instant counts once, in the
@@ -162,7 +165,9 @@ func CutoverPause(spans []Span) (rep PauseReport, ok bool) {
 // audit. The driver's snapshot saves, timers and scheduling are not in the log: what
 // CutoverPause splits into save, wait and feed is other here.
 func PauseFromAudit(entries []AuditEntry) (PauseReport, bool) {
-	return CutoverPause(AuditSpans(entries))
+	rep, ok := CutoverPause(AuditSpans(entries))
+	rep.FromAudit = ok
+	return rep, ok
 }
 
 // AuditSpans turns a machine's audit entries into a Timeline's spans: a SpanExec per
@@ -246,12 +251,8 @@ func cutoverStage(step string) (dir, stage string) {
 // the first Pause: what TestRealCutoverFigures prints.
 func (r PauseReport) String() string {
 	var b strings.Builder
-	ms := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + "ms"
-	}
-	cost := func(c PauseCosts) string {
-		return "audit " + ms(c.Audit) + ", save " + ms(c.Save) + ", wait " + ms(c.Wait) + ", feed " + ms(c.Feed) + ", other " + ms(c.Other)
-	}
+	ms := pauseMS
+	cost := PauseCosts.String
 	b.WriteString("pause window " + ms(r.Window) + ": commands " + ms(r.Commands) + ", controller " + ms(r.Controller) + " (" + cost(r.Costs) + ")\n")
 	for _, s := range r.Steps {
 		b.WriteString("  " + s.Stage + " @" + ms(s.Offset) + ": wall " + ms(s.Wall) + ", commands " + ms(s.Busy) + ", controller " + ms(s.Wall-s.Busy) + " (" + cost(s.Costs) + ")\n")
@@ -267,4 +268,15 @@ func (r PauseReport) String() string {
 		}
 	}
 	return b.String()
+}
+
+// pauseMS prints a duration in milliseconds to 0.1 ms, as the pause's drawings do.
+func pauseMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + "ms"
+}
+
+// String names where the time went: "audit 1.0ms, save 2.0ms, wait 0.0ms, feed 0.1ms,
+// other 0.3ms".
+func (c PauseCosts) String() string {
+	return "audit " + pauseMS(c.Audit) + ", save " + pauseMS(c.Save) + ", wait " + pauseMS(c.Wait) + ", feed " + pauseMS(c.Feed) + ", other " + pauseMS(c.Other)
 }

@@ -221,9 +221,28 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	}
 	page, err := os.ReadFile(report)
 	require.NoError(t, err)
-	for _, want := range []string{"<svg", "pgdog-1", "127.0.0.1:5001/app", "Cutover step=app/2/cutover/pgdog-1", "controller"} {
+	for _, want := range []string{"<svg", "pgdog-1", "127.0.0.1:5001/app", "Cutover step=app/2/cutover/pgdog-1", "controller", `<rect class="tile" data-stage="fence"`} {
 		require.Contains(t, string(page), want)
 	}
+	// The pause's timeline, from the audit log: drawn in the text, and in the JSON the
+	// steps tile the window and the fence step holds the six shards' fences.
+	require.Regexp(t, `(?m)^ pause window [0-9.]+ms: commands`, out)
+	require.Regexp(t, `(?m)^   fence\s+│[█░ ]+│ @`, out)
+	out, err = cliRun(t, w, "--config", conf, "cutover", "status", "app", "--output", "json")
+	require.NoError(t, err)
+	var done controller.CutoverProgress
+	require.NoError(t, json.Unmarshal([]byte(out), &done))
+	require.NotNil(t, done.Pause, "the pause, read from the audit log")
+	var walls time.Duration
+	var fence []driver.PauseCommand
+	for _, st := range done.Pause.Steps {
+		walls += st.Wall
+		if st.Stage == "fence" {
+			fence = st.Commands
+		}
+	}
+	require.Equal(t, done.Pause.Window, walls, "the steps tile the window")
+	require.Len(t, fence, 6, "the fence step: both layouts' shards")
 
 	// Metrics: the series the issue names are served.
 	res, err := http.Get("http://" + listen + "/metrics")

@@ -105,7 +105,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 	planFlags(start)
 	status := &cobra.Command{
 		Use:   "status <db>",
-		Short: "Show the cutover's step bar, the current step's elapsed time and an ETA from lag and copy rate",
+		Short: "Show the cutover's step bar, the current step's elapsed time, an ETA from lag and copy rate, and once paused the pause window's timeline",
 		Example: `  loamrouter cutover status app
   loamrouter cutover status app --watch
   loamrouter cutover status app --report cutover.html`,
@@ -125,7 +125,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 					return err
 				}
 				if report != "" {
-					if err := writeReport(report, fmt.Sprintf("cutover of %s", ref), timelineFromAudit(entries)); err != nil {
+					if err := cutoverReport(report, fmt.Sprintf("cutover of %s", ref), p, entries); err != nil {
 						return err
 					}
 				}
@@ -147,7 +147,7 @@ plan checks every precondition and changes nothing; start asks the running contr
 		},
 	}
 	status.Flags().Bool("watch", false, "refresh every second until the cutover ends")
-	status.Flags().String("report", "", "also write a self-contained HTML page with a picture of the cutover (a lane per component, an arrow per command and reply)")
+	status.Flags().String("report", "", "also write a self-contained HTML page with a picture of the cutover (the pause window's timeline, step by step and command by command; a lane per component, an arrow per command and reply)")
 	decide := func(use, decision, short, example string) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Example: example, Args: cobra.ExactArgs(1),

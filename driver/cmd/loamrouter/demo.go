@@ -125,6 +125,8 @@ type demoReport struct {
 	Lost        int
 	Timeline    []string
 	PgDogToml   string
+	// Pause is where the pause window went, from the audit log (driver.PauseFromAudit).
+	Pause *driver.PauseReport
 }
 
 const (
@@ -475,6 +477,9 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	r.Timeline, r.PauseWindow = demoTimeline(entries, t0)
 	p, cutEntries, _ := controller.CutoverStatus(ctx, remote, ref)
 	r.Outcome = p.Outcome
+	if r.Pause = p.Pause; p.Pause != nil {
+		r.PauseWindow = p.Pause.Window // from the first PAUSE sent, to the microsecond
+	}
 	files, err := controller.RenderFiles(final, dc)
 	if err != nil {
 		return nil, err
@@ -483,7 +488,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		r.PgDogToml = string(f.Data)
 	}
 	if o.report != "" {
-		if err := writeReport(o.report, "demo: cutover of default/app", timelineFromAudit(cutEntries)); err != nil {
+		if err := cutoverReport(o.report, "demo: cutover of default/app", p, cutEntries); err != nil {
 			return nil, err
 		}
 	}
@@ -625,6 +630,9 @@ func (r *demoReport) print(out io.Writer, report string) {
 	fmt.Fprintf(out, "\n===================== report =====================\n")
 	fmt.Fprintf(out, "cutover %s in %v; pause window (first PAUSE to last RESUME) %v\n", r.Outcome, r.Cutover.Round(time.Millisecond), r.PauseWindow)
 	fmt.Fprintf(out, "writes: %d acknowledged, %d refused by the fence, %d failed otherwise, %d cut short when the load stopped, %d lost\n", r.Acked, r.Fenced, r.Failed, r.CutShort, r.Lost)
+	if r.Pause != nil {
+		printPause(out, *r.Pause, pauseWidth)
+	}
 	fmt.Fprintln(out, "generation timeline:")
 	for _, l := range r.Timeline {
 		fmt.Fprintln(out, "  "+l)

@@ -116,6 +116,9 @@ func printProgress(w io.Writer, p controller.CutoverProgress) {
 	for _, a := range p.Alerts {
 		fmt.Fprintln(w, " alert:", a)
 	}
+	if p.Pause != nil {
+		printPause(w, *p.Pause, pauseWidth)
+	}
 }
 
 // printPlan writes a cutover plan's checks for a terminal.

@@ -120,16 +120,12 @@ func shortWhat(what string) string {
 	return strings.Join(out, " ")
 }
 
-// writeReport writes the timeline as a self-contained HTML page.
-func writeReport(path, title string, t *timeline) error {
-	return writeReportPage(path, title, []reportSection{{TL: t}})
-}
-
 // reportSection is one drawing of a page, with a heading and preformatted text above it.
 type reportSection struct {
 	Heading string
 	Text    string
 	TL      *timeline
+	Pause   *driver.PauseReport // drawn as the pause's timeline (renderPauseSVG)
 }
 
 // writeReportPage writes sections as one self-contained HTML page.
@@ -189,7 +185,12 @@ svg text{font:11px ui-monospace,monospace}
 		if s.Text != "" {
 			p("<pre>%s</pre>\n", esc(s.Text))
 		}
-		renderSVG(w, s.TL)
+		if s.Pause != nil {
+			renderPauseSVG(w, *s.Pause)
+		}
+		if s.TL != nil {
+			renderSVG(w, s.TL)
+		}
 	}
 	p("</body></html>\n")
 	return nil
