@@ -84,7 +84,7 @@ func TestSimShortSweepPasses(t *testing.T) {
 func TestSimMutantFailsAndPictures(t *testing.T) {
 	dir := t.TempDir()
 	report := filepath.Join(dir, "failing.html")
-	out, progress, err := runSplit(t, "sim", "--mutant", scenario.MutantSkipFence, "--seeds", "30", "--shrink", "2",
+	out, progress, err := runSplit(t, "sim", "cutover", "--mutant", scenario.MutantSkipFence, "--seeds", "30", "--shrink", "2",
 		"--report", report, "--output", "json")
 	var failed *simFailedError
 	require.ErrorAs(t, err, &failed)
@@ -92,7 +92,7 @@ func TestSimMutantFailsAndPictures(t *testing.T) {
 	require.Contains(t, progress, "shrinking 2 of")
 	res := simJSON(t, out)
 	require.True(t, res.Failed)
-	require.Len(t, res.Scenarios, 1, "only the cutover scenario has this mutant")
+	require.Len(t, res.Scenarios, 1, "the sweep runs the one scenario named (the cutover worlds carry this mutant too)")
 	s := res.Scenarios[0]
 	require.Equal(t, "cutover", s.Scenario)
 	require.NotEmpty(t, s.FailedSeeds)
