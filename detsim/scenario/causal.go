@@ -212,7 +212,7 @@ func (w *causalRun) feed(in causal.Input) {
 			r := w.reads[c.ID]
 			delete(w.reads, c.ID)
 			w.s.Note(detsim.Label{Kind: "read-failed", From: r.sess.name, What: c.Err.Error(), ID: int64(c.ID)})
-			w.done(r.sess)
+			w.done(r.sess) // the selector gave up on it: after the heal, converges calls that a failure
 		case causal.SetTimer:
 			id := c.ID
 			w.timers[id] = w.s.At(c.At, detsim.Label{Kind: "timer", What: id}, func() {
@@ -369,6 +369,17 @@ func (w *causalRun) next(sess *causalSession) {
 	w.read(sess, op)
 }
 
+// failed ends a read whose route's every endpoint failed (a call that timed out). A failed
+// final read is asked again, as a client retries a read that timed out: after the heal, a
+// call can still miss its deadline on the network's tail latency, and converges asks that
+// the session is served eventually. A read the selector itself failed is not asked again.
+func (w *causalRun) failed(r *causalRead) {
+	if r.op.final {
+		r.sess.ops = append([]causalOp{r.op}, r.sess.ops...)
+	}
+	w.done(r.sess)
+}
+
 func (w *causalRun) done(sess *causalSession) {
 	if len(sess.ops) > 0 && sess.ops[0].index < 0 {
 		w.next(sess) // the final round runs back to back
@@ -410,7 +421,7 @@ func (w *causalRun) route(c causal.Route) {
 func (w *causalRun) try(id uint64, r *causalRead, i int) {
 	if i == len(r.eps) {
 		w.s.Note(detsim.Label{Kind: "read-failed", From: r.sess.name, What: "every endpoint of the route failed", ID: int64(id)})
-		w.done(r.sess)
+		w.failed(r)
 		return
 	}
 	if i > 0 {
