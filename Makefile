@@ -4,6 +4,14 @@ PKGS     ?= ./...
 FUZZTIME ?= 10s
 BENCH    ?= .
 
+# The main module is built and tested as its importers get it: alone, on its own go.mod
+# (GOWORK=off, exported to every go command and to the tests that run go themselves). The
+# nested modules that import it (NESTED) are built in the workspace of go.work, which
+# serves this tree as the release they require (see README, "Importing the modules").
+export GOWORK := off
+WORKSPACE := GOWORK=$(CURDIR)/go.work
+NESTED    := $(filter-out .,$(patsubst ./%,%,$(shell awk '/^use \(/{u=1;next} u&&/^\)/{u=0} u{print $$1}' go.work)))
+
 .PHONY: test bench fuzz lint demo sim proof spec mutate
 
 # Every package, race detector on. Tests that need Postgres or Redis start their own servers
@@ -17,8 +25,7 @@ test:
 	$(GO) test -count=1 -timeout 30m ./detsim/...
 	$(GO) test -count=1 -timeout 30m -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	$(GO) test -count=1 -timeout 30m -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
-	cd conformance/vitessdiff && $(GO) test -mod=mod -count=1 -timeout 30m ./...
-	cd adapters/kubernetes && $(GO) test -mod=mod -count=1 -timeout 30m ./...
+	@set -e; for mod in $(NESTED); do echo "== $$mod (workspace)"; (cd $$mod && $(WORKSPACE) $(GO) test -count=1 -timeout 30m ./...); done
 	$(MAKE) spec
 
 # --- spec (Quint models, spec/README in spec/run.sh) ---
@@ -29,8 +36,10 @@ spec:
 	spec/run.sh
 # --- end spec ---
 
-# The nested modules (Vitess and client-go code, kept out of the main go.mod) take -mod=mod: they replace
-# loam.dev/router with this tree, so a new dependency of the main module must not stop them.
+# The nested modules (Vitess and client-go code, kept out of the main go.mod) require
+# loam.dev/router at its next release (internal/modproxy.NextRelease) with no replace; go.work
+# serves that version from this tree. A new dependency of the main module reaches them
+# through the workspace, whose go.work.sum holds the checksums their own go.sum lacks.
 
 # Build tags that compile deliberately broken variants, never part of the default build; the
 # tests under them show each break is caught.
@@ -45,7 +54,7 @@ sim:
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
-	cd conformance/vitessdiff && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
+	cd conformance/vitessdiff && $(WORKSPACE) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:
@@ -55,11 +64,11 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
-	@set -e; for mod in conformance/vitessdiff adapters/kubernetes; do \
-	  for pkg in $$(cd $$mod && $(GO) list ./...); do \
-	    for f in $$(cd $$mod && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	@set -e; for mod in $(NESTED); do \
+	  for pkg in $$(cd $$mod && $(WORKSPACE) $(GO) list ./...); do \
+	    for f in $$(cd $$mod && $(WORKSPACE) $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	      echo "== $$pkg $$f"; \
-	      (cd $$mod && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg); \
+	      (cd $$mod && $(WORKSPACE) $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg); \
 	    done; \
 	  done; \
 	done
@@ -67,8 +76,7 @@ fuzz:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	cd conformance/vitessdiff && $(GO) vet -mod=mod ./...
-	cd adapters/kubernetes && $(GO) vet -mod=mod ./...
+	@set -e; for mod in $(NESTED); do (cd $$mod && $(WORKSPACE) $(GO) vet ./...); done
 
 # The main job: build the binary, then move a shard with the fenced cutover on local Postgres
 # servers under a write load (see README). It cleans up everything it started, also on Ctrl-C.

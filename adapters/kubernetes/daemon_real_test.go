@@ -52,7 +52,7 @@ func controllerBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "loamrouter-kubernetes")
-		out, err := exec.Command("go", "build", "-mod=mod", "-o", builtBin, "./cmd/loamrouter-kubernetes").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", builtBin, "./cmd/loamrouter-kubernetes").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w: %s", err, out)
 		}

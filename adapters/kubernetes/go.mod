@@ -2,14 +2,13 @@ module loam.dev/router/adapters/kubernetes
 
 go 1.26.8
 
-replace loam.dev/router => ../..
 
 require (
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.35.4
 	k8s.io/apimachinery v0.35.4
 	k8s.io/client-go v0.35.4
-	loam.dev/router v0.0.0-00010101000000-000000000000
+	loam.dev/router v0.1.0
 )
 
 require (

@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/protobuf v1.36.12
-	loam.dev/router v0.0.0-00010101000000-000000000000
+	loam.dev/router v0.1.0
 	vitess.io/vitess v0.24.4
 )
 
@@ -26,6 +26,5 @@ require (
 	google.golang.org/grpc v1.80.0 // indirect
 )
 
-replace loam.dev/router => ../..
 
 exclude github.com/DataDog/opentelemetry-mapping-go/pkg/otlp/attributes v0.33.0

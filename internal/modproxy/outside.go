@@ -1,0 +1,92 @@
+package modproxy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Outside is a scratch module in a directory outside the checkout whose go commands
+// resolve loam.dev/router's modules only through a file:// proxy of the checkout (Write),
+// as an importer's would through the module proxy: no go.work, no replace, -mod=mod so
+// that go adds what the served go.mod files require, the checksum database skipped for
+// loam.dev only. Every other module comes from the machine's module cache (used as a
+// proxy) or else the machine's GOPROXY, into a module cache of the scratch module's own,
+// so that no copy of this checkout at NextRelease stays in the machine's cache for a
+// later build to pick up.
+type Outside struct {
+	Dir string   // the scratch module
+	Env []string // the environment its go commands run in
+}
+
+// NewOutside serves the modules of the checkout at root from tmp/proxy and writes the
+// scratch module into tmp/outside: a go.mod of module example.com/outside requiring
+// require (module paths, each at NextRelease), a go.sum seeded from the served modules'
+// go.sum files (so go asks the checksum database only for what they do not pin), and
+// files (name → content).
+func NewOutside(root, tmp string, require []string, files map[string]string) (*Outside, error) {
+	mods, err := Modules(root)
+	if err != nil {
+		return nil, err
+	}
+	proxy := filepath.Join(tmp, "proxy")
+	if err := Write(proxy, mods...); err != nil {
+		return nil, err
+	}
+	o := &Outside{Dir: filepath.Join(tmp, "outside")}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	gomod := "module example.com/outside\n\ngo 1.26\n"
+	for _, r := range require {
+		gomod += "\nrequire " + r + " " + NextRelease + "\n"
+	}
+	var sum []string
+	seen := map[string]bool{}
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(m.Dir, "go.sum"))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		for _, l := range strings.SplitAfter(string(data), "\n") {
+			if strings.TrimSpace(l) != "" && !seen[l] {
+				seen[l] = true
+				sum = append(sum, l)
+			}
+		}
+	}
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string]string{}
+	}
+	files["go.mod"], files["go.sum"] = gomod, strings.Join(sum, "")
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(o.Dir, name), []byte(data), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	goenv, err := exec.Command("go", "env", "GOPROXY", "GOMODCACHE").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env: %w", err)
+	}
+	goproxy, modcache, _ := strings.Cut(strings.TrimSpace(string(goenv)), "\n")
+	o.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -modcacherw", "GONOSUMDB=loam.dev", "GOTOOLCHAIN=local",
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(modcache, "cache", "download"))+","+goproxy)
+	return o, nil
+}
+
+// Go runs the go command with args in the scratch module, returning its combined output.
+func (o *Outside) Go(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir, cmd.Env = o.Dir, o.Env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("go %s in the outside module: %w:\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
