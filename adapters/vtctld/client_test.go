@@ -66,7 +66,7 @@ func TestRealReparent(t *testing.T) {
 	// telling vtctld, whose ChangeType would fail with errno 1290 and leave the tablet
 	// record PRIMARY in the topology regardless (checked, see vitesstest.Promote), after
 	// which every retry would answer "already primary": TestRealReparentContract.
-	tb.Promote(t) // what the promotion outside Vitess does
+	vitesstest.Promote(t, tb) // what the promotion outside Vitess does
 	got, err := cl.TabletExternallyReparented(ctx, "promote", "0", "zone1-"+strconv.Itoa(int(tb.UID)))
 	require.NoError(t, err)
 	require.Equal(t, adapters.Reparented{Keyspace: "promote", Shard: "0", NewPrimary: tb.Alias}, got)
@@ -357,7 +357,7 @@ func TestRealReparentContract(t *testing.T) {
 			// The refusals told vtctld nothing: the tablet is still a REPLICA in the
 			// topology, not the half-done PRIMARY a ChangeType failing with errno 1290 leaves.
 			require.Equal(t, "REPLICA", tabletType(t, c, fresh.Alias))
-			fresh.Promote(t)
+			vitesstest.Promote(t, fresh)
 		},
 		Reparent: cl.TabletExternallyReparented,
 		Primary: func(_ conformance.TB, shard string) string {

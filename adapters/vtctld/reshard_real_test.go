@@ -124,7 +124,7 @@ func TestRealReshard(t *testing.T) {
 			return err
 		}
 		for _, sh := range shards {
-			for _, id := range byShard[sh].Ints(t, "SELECT id FROM t") {
+			for _, id := range vitesstest.Ints(t, byShard[sh], "SELECT id FROM t") {
 				loc, err := cur.Layout.Locate(strconv.FormatInt(id, 10))
 				if err != nil {
 					return err

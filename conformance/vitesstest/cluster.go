@@ -4,41 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"loam.dev/router/internal/serverproc"
+	"loam.dev/router/vitesslaunch"
 )
 
-// Cell is the one cell every cluster has.
-const Cell = "zone1"
+// EnvRequireReal, set to 1, turns every "skipped: needs vitess" into a test failure; CI
+// sets it so that a missing Vitess cannot pass as a green run.
+const EnvRequireReal = "LOAM_REQUIRE_REAL"
 
-// Cluster is a running Vitess: etcd, vtctld, and the tablets and vtgate added to it.
+// What a test uses of vitesslaunch, under the names the tests have always used.
+const (
+	EnvBinDir     = vitesslaunch.EnvBinDir
+	Version       = vitesslaunch.Version
+	Cell          = vitesslaunch.Cell
+	WriterSchema  = vitesslaunch.WriterSchema
+	WriterVSchema = vitesslaunch.WriterVSchema
+)
+
+type (
+	Tablet    = vitesslaunch.Tablet
+	Gate      = vitesslaunch.Gate
+	Writer    = vitesslaunch.Writer
+	ShardRows = vitesslaunch.ShardRows
+)
+
+// ErrNoBinaries means a program the cluster needs is missing (vitesslaunch.ErrNoBinaries).
+var ErrNoBinaries = vitesslaunch.ErrNoBinaries
+
+// NewWriter is vitesslaunch.NewWriter.
+var NewWriter = vitesslaunch.NewWriter
+
+// Holds is vitesslaunch.Holds.
+var Holds = vitesslaunch.Holds
+
+// Cluster is a running Vitess (a vitesslaunch.Cluster: TopoAddr, VtctldAddr, Vtctldclient,
+// NewKeyspace, StartShards, OpenVtgate, Close, ...) with the helpers a test uses on it,
+// which fail the test instead of returning errors.
 type Cluster struct {
-	// TopoAddr is etcd's client address, host:port.
-	TopoAddr string
-	// VtctldAddr is vtctld's gRPC address, host:port.
-	VtctldAddr string
-
-	bins   Binaries
-	root   string              // private directory holding everything the cluster writes
-	cred   *syscall.Credential // the user the programs run as (nil: this one)
-	mycnf  string              // the derived --mysqlctl-mycnf-template
-	initDB string              // the derived --init-db-sql-file
-
-	etcd, vtctld *serverproc.Proc
-
-	mu      sync.Mutex
-	nextUID uint32
-	tablets []*Tablet
-	gates   []*Gate
-	extra   []*serverproc.Proc // vtctlds StartVtctld started
+	*vitesslaunch.Cluster
 }
 
 // Start starts etcd and vtctld, registers the cell, and registers the cluster's shutdown and
@@ -46,7 +52,7 @@ type Cluster struct {
 // LOAM_REQUIRE_REAL=1); any other failure fails the test, quoting the program's log.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := start()
+	c, err := vitesslaunch.Open()
 	if err != nil {
 		fail(t, err)
 	}
@@ -55,157 +61,7 @@ func Start(t testing.TB) *Cluster {
 			t.Errorf("%v", err)
 		}
 	})
-	return c
-}
-
-// Open starts a cluster outside a test (a demo): etcd and vtctld, the cell registered. An
-// error matching ErrNoBinaries means the machine cannot run Vitess (it names
-// LOAM_VITESS_BIN). Close stops and removes it.
-func Open() (*Cluster, error) { return start() }
-
-func start() (*Cluster, error) {
-	bins, err := FindBinaries()
-	if err != nil {
-		return nil, err
-	}
-	vitessDir, err := moduleDir()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ErrNoBinaries)
-	}
-	cred, err := unprivileged()
-	if err != nil {
-		return nil, err
-	}
-	root, err := os.MkdirTemp("", "loam-vitesstest-")
-	if err != nil {
-		return nil, fmt.Errorf("vitesstest: making a directory under %s: %w", os.TempDir(), err)
-	}
-	c := &Cluster{bins: bins, root: root, cred: cred, nextUID: 100}
-	if err := c.prepare(vitessDir); err != nil {
-		c.Close()
-		return nil, err
-	}
-	startVtctld := func() (err error) { c.vtctld, c.VtctldAddr, err = c.startVtctld("vtctld"); return err }
-	for _, step := range []func() error{c.startEtcd, c.addCell, startVtctld} {
-		if err := step(); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-// prepare makes the directories and the derived MariaDB files, owned by the programs' user.
-func (c *Cluster) prepare(vitessDir string) error {
-	for _, d := range []string{"logs", "tmp", "etcd", "vtdataroot"} {
-		if err := os.MkdirAll(filepath.Join(c.root, d), 0o755); err != nil {
-			return fmt.Errorf("vitesstest: %w", err)
-		}
-	}
-	cnf, err := mycnfTemplate(vitessDir)
-	if err != nil {
-		return err
-	}
-	sql, err := initDBSQL(vitessDir)
-	if err != nil {
-		return err
-	}
-	c.mycnf, c.initDB = filepath.Join(c.root, "mycnf.tmpl"), filepath.Join(c.root, "init_db.sql")
-	if err := os.WriteFile(c.mycnf, []byte(cnf), 0o644); err != nil {
-		return fmt.Errorf("vitesstest: %w", err)
-	}
-	if err := os.WriteFile(c.initDB, []byte(sql), 0o644); err != nil {
-		return fmt.Errorf("vitesstest: %w", err)
-	}
-	if err := os.Chmod(c.root, 0o755); err != nil {
-		return fmt.Errorf("vitesstest: %w", err)
-	}
-	return handOver(c.root, c.cred)
-}
-
-func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-// topoFlags reach the global topology in etcd.
-func (c *Cluster) topoFlags() []string {
-	return []string{"--topo-implementation", "etcd2", "--topo-global-server-address", c.TopoAddr, "--topo-global-root", "/vitess/global"}
-}
-
-// retryPort runs start up to five times while it fails because another process took the
-// port it was given.
-func retryPort(start func() error) error {
-	var err error
-	for range 5 {
-		if err = start(); !errors.Is(err, errPortTaken) {
-			return err
-		}
-	}
-	return err
-}
-
-func (c *Cluster) startEtcd() error {
-	return retryPort(func() error {
-		ports, err := freePorts(2)
-		if err != nil {
-			return err
-		}
-		client := ports[0]
-		cu, pu := "http://"+hostPort(client), "http://"+hostPort(ports[1])
-		os.RemoveAll(filepath.Join(c.root, "etcd", "data"))
-		cmd, err := c.command(context.Background(), "etcd", c.bins.Etcd, "--name", "vitesstest", "--data-dir", filepath.Join(c.root, "etcd", "data"),
-			"--listen-client-urls", cu, "--advertise-client-urls", cu, "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
-			"--initial-cluster", "vitesstest="+pu, "--unsafe-no-fsync")
-		if err != nil {
-			return err
-		}
-		p, err := c.startServer("etcd", cmd, httpOK(cu+"/health"))
-		if err != nil {
-			if c.portTaken("etcd") {
-				return errPortTaken
-			}
-			return err
-		}
-		c.etcd, c.TopoAddr = p, hostPort(client)
-		return nil
-	})
-}
-
-// addCell registers the cell in the global topology, with vtctldclient's in-process vtctld
-// (--server internal): no vtctld runs yet.
-func (c *Cluster) addCell() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := append([]string{"--server", "internal"}, c.topoFlags()...)
-	args = append(args, "AddCellInfo", "--root", "/vitess/"+Cell, "--server-address", c.TopoAddr, Cell)
-	_, err := c.run(ctx, "vtctldclient", c.bins.Vtctldclient, args...)
-	return err
-}
-
-// startVtctld starts a vtctld with the extra flags and returns it and its gRPC address.
-func (c *Cluster) startVtctld(name string, extra ...string) (proc *serverproc.Proc, addr string, err error) {
-	err = retryPort(func() error {
-		ports, err := freePorts(2)
-		if err != nil {
-			return err
-		}
-		port, grpcPort := ports[0], ports[1]
-		args := append(c.topoFlags(), "--service-map", "grpc-vtctl,grpc-vtctld",
-			"--bind-address", "127.0.0.1", "--port", strconv.Itoa(port), "--grpc-bind-address", "127.0.0.1", "--grpc-port", strconv.Itoa(grpcPort),
-			"--log-format", "text", "--config-file-not-found-handling=ignore")
-		cmd, err := c.command(context.Background(), name, c.bins.Vtctld, append(args, extra...)...)
-		if err != nil {
-			return err
-		}
-		p, err := c.startServer(name, cmd, dialable(hostPort(grpcPort)))
-		if err != nil {
-			if c.portTaken(name) {
-				return errPortTaken
-			}
-			return err
-		}
-		proc, addr = p, hostPort(grpcPort)
-		return nil
-	})
-	return proc, addr, err
+	return &Cluster{c}
 }
 
 // StartVtctld starts another vtctld on the cluster's topology, with extra flags (e.g.
@@ -213,16 +69,10 @@ func (c *Cluster) startVtctld(name string, extra ...string) (proc *serverproc.Pr
 // Close stops it.
 func (c *Cluster) StartVtctld(t testing.TB, extra ...string) string {
 	t.Helper()
-	c.mu.Lock()
-	name := fmt.Sprintf("vtctld-%d", len(c.extra)+1)
-	c.mu.Unlock()
-	p, addr, err := c.startVtctld(name, extra...)
+	addr, err := c.OpenVtctld(extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.extra = append(c.extra, p)
-	c.mu.Unlock()
 	return addr
 }
 
@@ -230,22 +80,11 @@ func (c *Cluster) StartVtctld(t testing.TB, extra ...string) string {
 // and returns its path.
 func (c *Cluster) WriteFile(t testing.TB, name string, data []byte) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(filepath.Join(c.root, "tmp"), "file-")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name), data, 0o600)
-	}
-	if err == nil {
-		err = handOver(dir, c.cred)
-	}
+	p, err := c.PlaceFile(name, data)
 	if err != nil {
-		t.Fatalf("vitesstest: %v", err)
+		t.Fatal(err)
 	}
-	return filepath.Join(dir, name)
-}
-
-// Vtctldclient runs vtctldclient against the cluster's vtctld and returns its output.
-func (c *Cluster) Vtctldclient(ctx context.Context, args ...string) ([]byte, error) {
-	return c.run(ctx, "vtctldclient", c.bins.Vtctldclient, append([]string{"--server", c.VtctldAddr}, args...)...)
+	return p
 }
 
 // MustVtctldclient is Vtctldclient failing the test on error, with a two-minute bound.
@@ -269,51 +108,76 @@ func (c *Cluster) CreateKeyspace(t testing.TB, keyspace string) {
 	}
 }
 
-// NewKeyspace is CreateKeyspace outside a test.
-func (c *Cluster) NewKeyspace(ctx context.Context, keyspace string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+// AddShards starts one tablet per shard of keyspace (which CreateKeyspace made), elects it
+// primary with PlannedReparentShard, and rebuilds the keyspace's serving graph. The tablets
+// are in the order of shards.
+func (c *Cluster) AddShards(t testing.TB, keyspace string, shards ...string) []*Tablet {
+	t.Helper()
+	tablets, err := c.StartShards(context.Background(), keyspace, shards...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tablets
+}
+
+// StartTablet starts a tablet of keyspace/shard (keyspace made by CreateKeyspace) and
+// elects nothing: it serves as a REPLICA, and its shard has no primary unless one was
+// elected before. A test makes it primary as a failover would, with
+// TabletExternallyReparented.
+func (c *Cluster) StartTablet(t testing.TB, keyspace, shard string) *Tablet {
+	t.Helper()
+	tb, err := c.OpenTablet(keyspace, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// StartVtgate starts a vtgate watching the cluster's cell and the given keyspaces (see
+// vitesslaunch's OpenVtgate), failing the test on error. Close stops it.
+func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
+	t.Helper()
+	g, err := c.OpenVtgate(keyspaces...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Promote makes tb's MariaDB writable, as a promotion outside Vitess does before Vitess is
+// told (Tablet.Promote), failing the test on error.
+func Promote(t testing.TB, tb *Tablet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := c.Vtctldclient(ctx, "CreateKeyspace", "--durability-policy=none", keyspace)
-	return err
+	if err := tb.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// SignalVtctld sends sig to vtctld (SIGSTOP freezes it, SIGCONT thaws it), for tests of a vtctld
-// that does not answer.
-func (c *Cluster) SignalVtctld(sig syscall.Signal) error {
-	return syscall.Kill(c.vtctld.Pid(), sig)
+// Ints runs query on tb's database as vt_dba and returns its first column as integers
+// (Tablet.Ints), failing the test on error.
+func Ints(t testing.TB, tb *Tablet, query string) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := tb.Ints(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
-// Close stops every program of the cluster and removes its files. Start's cleanup calls
-// it; call it yourself only for a cluster you got from a Shared.
-func (c *Cluster) Close() error {
-	var errs []error
-	c.mu.Lock()
-	gates, tablets, extra := c.gates, c.tablets, c.extra
-	c.gates, c.tablets, c.extra = nil, nil, nil
-	c.mu.Unlock()
-	for _, p := range extra {
-		p.Stop(syscall.SIGTERM, 30*time.Second)
+// fail ends a test whose cluster could not start: a skip where this machine cannot run
+// Vitess at all (a failure under LOAM_REQUIRE_REAL=1), a failure otherwise.
+func fail(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNoBinaries) {
+		msg := fmt.Sprintf("skipped: needs vitess (%s) (%v)", EnvBinDir, err)
+		if os.Getenv(EnvRequireReal) == "1" {
+			t.Fatalf("%s; failing instead because %s=1", msg, EnvRequireReal)
+		}
+		t.Skip(msg)
 	}
-	for _, g := range gates {
-		errs = append(errs, g.stop())
-	}
-	var wg sync.WaitGroup
-	tabErrs := make([]error, len(tablets))
-	for i, tb := range tablets {
-		wg.Add(1)
-		go func() { defer wg.Done(); tabErrs[i] = tb.stop() }()
-	}
-	wg.Wait()
-	errs = append(errs, tabErrs...)
-	if c.vtctld != nil {
-		syscall.Kill(c.vtctld.Pid(), syscall.SIGCONT)
-		c.vtctld.Stop(syscall.SIGTERM, 30*time.Second)
-	}
-	if c.etcd != nil {
-		c.etcd.Stop(syscall.SIGTERM, 30*time.Second)
-	}
-	if err := os.RemoveAll(c.root); err != nil {
-		errs = append(errs, fmt.Errorf("vitesstest: removing %s: %w", c.root, err))
-	}
-	return errors.Join(errs...)
+	t.Fatal(err)
 }

@@ -1,29 +1,13 @@
-// Package vitesstest runs a real Vitess for tests: an etcd topology server, vtctld, one
-// vttablet per shard on its own MariaDB (the shard's primary), and vtgate, every one on a
-// free port of 127.0.0.1 under a private temporary directory, stopped and removed when the
-// cluster is closed.
+// Package vitesstest runs a real Vitess for tests: vitesslaunch's cluster (etcd, vtctld, one
+// vttablet per shard on its own MariaDB, vtgate, on 127.0.0.1; see that package for what it
+// can and cannot do on stock Vitess v0.24.4 and MariaDB), stopped and removed when the test
+// that started it ends, with helpers that fail the test instead of returning errors.
 //
-// The Vitess programs are vitess.io/vitess v0.24.4's, built with `go build` by
-// conformance/vitesstest/vitessbin/build.sh (a module of its own: `go install` refuses
-// Vitess's exclude directive) into a directory named by LOAM_VITESS_BIN. etcd is Debian's
-// etcd-server (3.4), reached with --topo-implementation etcd2; MariaDB is Debian's
-// mariadb-server, run by mysqlctl. Without them a test skips with a message starting
+// Without the programs (LOAM_VITESS_BIN, built by conformance/vitesstest/vitessbin/build.sh;
+// Debian's etcd-server and mariadb-server) a test skips with a message starting
 // "skipped: needs vitess"; with LOAM_REQUIRE_REAL=1 (CI) it fails instead.
 //
-// What this cluster can and cannot do on stock Vitess v0.24.4 and MariaDB 10.11 (measured):
-//
-//   - One PRIMARY per shard, elected with PlannedReparentShard, with the keyspace's
-//     durability policy "none". A replica cannot join a shard that has a primary (its
-//     vttablet exits on MariaDB's missing server UUID: invalid MySQL 5.6 SID ""), so there
-//     are no replicas, and nothing that needs one (a reparent to another tablet, semi-sync)
-//     can run here: tests reach those paths for their errors only.
-//   - mysqlctl's MariaDB my.cnf loads semisync_master.so and semisync_slave.so, which
-//     Debian does not ship (MariaDB has semi-sync built in), and its init_db.sql reads
-//     @@global.super_read_only, which MariaDB lacks. Both are derived at run time from
-//     Vitess's own files in the module cache, without those lines (template.go), and given
-//     with --mysqlctl-mycnf-template and --init-db-sql-file.
-//   - Vitess's servers refuse to run as root; as root the cluster runs every program as
-//     nobody:nogroup and hands its directory to that user.
-//
 // A package shares one cluster among its tests through Shared; Start gives a test its own.
+// Programs that want the same throwaway Vitess outside a test (loamrouter's demo) use
+// vitesslaunch itself.
 package vitesstest

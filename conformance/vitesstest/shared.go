@@ -3,6 +3,8 @@ package vitesstest
 import (
 	"sync"
 	"testing"
+
+	"loam.dev/router/vitesslaunch"
 )
 
 // Shared is one cluster for all the tests of a package, started by the first test that asks
@@ -33,7 +35,12 @@ type Shared struct {
 // Get returns the shared cluster, starting it on first use.
 func (sh *Shared) Get(t testing.TB) *Cluster {
 	t.Helper()
-	sh.once.Do(func() { sh.c, sh.err = start() })
+	sh.once.Do(func() {
+		var c *vitesslaunch.Cluster
+		if c, sh.err = vitesslaunch.Open(); sh.err == nil {
+			sh.c = &Cluster{c}
+		}
+	})
 	if sh.err != nil {
 		fail(t, sh.err)
 	}

@@ -25,7 +25,7 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/conformance/vitesstest"
+	"loam.dev/router/vitesslaunch"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
@@ -94,7 +94,7 @@ pause around SwitchTraffic, and every acknowledged row found on the shard the re
 	cmd.Flags().Bool("no-install", false, "never install PostgreSQL; fail when it is missing")
 	cmd.Flags().Int("workers", 8, "client goroutines writing through the routers")
 	cmd.Flags().Duration("steady", 2*time.Second, "how long the load runs before and after the cutover")
-	cmd.Flags().Bool("vitess", false, "the Vitess half instead: a throwaway Vitess (etcd, vtctld, vttablets on MariaDB, vtgate; the programs from $"+vitesstest.EnvBinDir+"), keyspace demo resharded 0 -> -80,80- by the controller under writes through vtgate")
+	cmd.Flags().Bool("vitess", false, "the Vitess half instead: a throwaway Vitess (etcd, vtctld, vttablets on MariaDB, vtgate; the programs from $"+vitesslaunch.EnvBinDir+"), keyspace demo resharded 0 -> -80,80- by the controller under writes through vtgate")
 	return cmd
 }
 

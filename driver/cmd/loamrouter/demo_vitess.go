@@ -15,11 +15,11 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"loam.dev/router/adapters"
-	"loam.dev/router/conformance/vitesstest"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/keyrange"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/vitesslaunch"
 )
 
 // errNoVitess: `demo --vitess` on a machine without the Vitess programs.
@@ -35,7 +35,7 @@ type vitessDemoReport struct {
 	Acked               int
 	Refused             int64
 	Lost, Misplaced     int
-	Shards              []vitesstest.ShardRows
+	Shards              []vitesslaunch.ShardRows
 }
 
 // vreshardFigures reads the copy (Create sent to the first Status saying the copy is done)
@@ -71,9 +71,9 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 	if o.steady <= 0 {
 		o.steady = 2 * time.Second
 	}
-	if _, err := vitesstest.FindBinaries(); err != nil {
+	if _, err := vitesslaunch.FindBinaries(); err != nil {
 		return nil, fmt.Errorf("%w: demo --vitess runs a real Vitess %s: set %s to the directory holding vtctld, vtctldclient, vttablet, mysqlctl and vtgate (conformance/vitesstest/vitessbin/build.sh builds them); it also needs etcd-server and mariadb-server: %v",
-			errNoVitess, vitesstest.Version, vitesstest.EnvBinDir, err)
+			errNoVitess, vitesslaunch.Version, vitesslaunch.EnvBinDir, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
 	defer cancel()
@@ -94,8 +94,8 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 		cleanups = append(cleanups, func() { os.RemoveAll(root) })
 	}
 
-	say("starting Vitess %s: etcd, vtctld (%s)", vitesstest.Version, os.Getenv(vitesstest.EnvBinDir))
-	vt, err := vitesstest.Open()
+	say("starting Vitess %s: etcd, vtctld (%s)", vitesslaunch.Version, os.Getenv(vitesslaunch.EnvBinDir))
+	vt, err := vitesslaunch.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 	if err != nil {
 		return nil, err
 	}
-	for _, args := range [][]string{{"ApplySchema", "--sql", vitesstest.WriterSchema, demoKeyspace}, {"ApplyVSchema", "--vschema", vitesstest.WriterVSchema, demoKeyspace}} {
+	for _, args := range [][]string{{"ApplySchema", "--sql", vitesslaunch.WriterSchema, demoKeyspace}, {"ApplyVSchema", "--vschema", vitesslaunch.WriterVSchema, demoKeyspace}} {
 		if _, err := vt.Vtctldclient(ctx, args...); err != nil {
 			return nil, err
 		}
@@ -175,7 +175,7 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 		return nil, err
 	}
 	defer db.Close()
-	w := vitesstest.NewWriter(db)
+	w := vitesslaunch.NewWriter(db)
 	if err := w.Preload(ctx, 1000); err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func shardNames(rec *shardmap.Record) []string {
 	return out
 }
 
-func vitessDemoConfig(root, listen, vtctld string, g *vitesstest.Gate) string {
+func vitessDemoConfig(root, listen, vtctld string, g *vitesslaunch.Gate) string {
 	return fmt.Sprintf(`# The Vitess demo's controller: written by loamrouter demo --vitess.
 [controller]
 id = "demo-controller"
@@ -302,7 +302,7 @@ enabled = false
 
 // vitessTOML is the [databases.vitess] table for the throwaway Vitess: its vtctld, and
 // vtgate g as the user whose password the environment variable pwEnv holds.
-func vitessTOML(vtctld string, g *vitesstest.Gate, pwEnv string) string {
+func vitessTOML(vtctld string, g *vitesslaunch.Gate, pwEnv string) string {
 	return fmt.Sprintf(`[databases.vitess]
 vtctld = %q
 timeout = "60s"
@@ -312,12 +312,12 @@ vtgate_user = %q
 vtgate_password_env = %q
 poll_every = "500ms"
 max_lag = "10s"
-`, vtctld, vitesstest.Cell, g.MySQLPort, g.User, pwEnv)
+`, vtctld, vitesslaunch.Cell, g.MySQLPort, g.User, pwEnv)
 }
 
 // oneShardRecord is the record of keyspace served by one shard 0 on tablet tb, routed by
-// the hash vindex on id of table t (vitesstest's writer table).
-func oneShardRecord(keyspace string, tb *vitesstest.Tablet) (*shardmap.Record, error) {
+// the hash vindex on id of table t (vitesslaunch's writer table).
+func oneShardRecord(keyspace string, tb *vitesslaunch.Tablet) (*shardmap.Record, error) {
 	rec, err := shardmap.NewVindex(keyspace, shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"t"}}, shardmap.VindexHash,
 		shardmap.Backend{Host: "127.0.0.1", Port: uint16(tb.MySQLPort), Database: tb.DBName(), Tablet: tb.Alias})
 	if err != nil {

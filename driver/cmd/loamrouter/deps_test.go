@@ -11,11 +11,9 @@ import (
 )
 
 // TestBinaryLinksNoTestHelpers: what loamrouter runs for its demo, the reference router and
-// the throwaway-Postgres launcher, are product packages (refrouter, pglaunch); the binary
-// links no conformance helper and no package named as a test helper — except
-// conformance/vitesstest, which `demo --vitess` still starts Vitess with: that launcher is
-// not split from its testing.TB wrappers yet (as pglaunch is from pgtest), and this test
-// names it so the exception cannot grow.
+// the throwaway Postgres and Vitess launchers, are product packages (refrouter, pglaunch,
+// vitesslaunch); the binary links no conformance helper, no package named as a test helper,
+// and not the testing package.
 func TestBinaryLinksNoTestHelpers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -24,10 +22,9 @@ func TestBinaryLinksNoTestHelpers(t *testing.T) {
 	deps := strings.Fields(string(out))
 	require.Contains(t, deps, "loam.dev/router/refrouter", "the demo's routers")
 	require.Contains(t, deps, "loam.dev/router/pglaunch", "the demo's Postgres servers")
+	require.Contains(t, deps, "loam.dev/router/vitesslaunch", "demo --vitess's Vitess")
+	require.NotContains(t, deps, "testing", "a dependency of loamrouter imports testing")
 	for _, d := range deps {
-		if d == "loam.dev/router/conformance/vitesstest" {
-			continue // demo --vitess (see above)
-		}
 		require.False(t, strings.HasPrefix(d, "loam.dev/router/conformance"), "loamrouter links the test helper %s", d)
 		require.False(t, strings.HasPrefix(d, "loam.dev/") && strings.HasSuffix(d, "test"), "loamrouter links %s, a test helper by its name", d)
 	}

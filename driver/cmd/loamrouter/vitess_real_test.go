@@ -137,7 +137,7 @@ func TestRealVitessFailover(t *testing.T) {
 // TestRealVitessFailoverRepoints is the failover that succeeds; see TestRealVitessFailover.
 func TestRealVitessFailoverRepoints(t *testing.T) {
 	c, old1, old2, promoted, conf, to := vitessFailover(t, "repoint")
-	promoted.Promote(t) // the promotion outside Vitess that the failover follows
+	vitesstest.Promote(t, promoted) // the promotion outside Vitess that the failover follows
 
 	out, err := vrun(t, "--config", conf, "failover", "app", "--shard", "-80", "--to", to, "--tablet", promoted.Alias, "--wait", "2m")
 	require.NoError(t, err, out)
@@ -188,7 +188,7 @@ func TestRealVitessLocateAgreesWithVtgate(t *testing.T) {
 	require.NoError(t, err)
 	held := map[int64]string{}
 	for _, tb := range tablets {
-		for _, id := range tb.Ints(t, "SELECT id FROM t") {
+		for _, id := range vitesstest.Ints(t, tb, "SELECT id FROM t") {
 			held[id] = tb.Shard
 		}
 	}

@@ -294,5 +294,5 @@ func TestRealVitessCutoverRollback(t *testing.T) {
 	var n int
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n))
 	require.Equal(t, rows, n, "vtgate serves every row from the source shard")
-	require.Len(t, src.Ints(t, "SELECT id FROM t"), rows)
+	require.Len(t, vitesstest.Ints(t, src, "SELECT id FROM t"), rows)
 }

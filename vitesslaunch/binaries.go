@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"errors"
@@ -6,16 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
 )
 
 // EnvBinDir names the directory holding the Vitess programs (vtctld, vtctldclient,
 // vttablet, mysqlctl, vtgate), as vitessbin/build.sh prints it.
 const EnvBinDir = "LOAM_VITESS_BIN"
-
-// EnvRequireReal, set to 1, turns every "skipped: needs vitess" into a test failure; CI
-// sets it so that a missing Vitess cannot pass as a green run.
-const EnvRequireReal = "LOAM_REQUIRE_REAL"
 
 // Version is the Vitess release whose programs and configuration files the cluster uses.
 const Version = "v0.24.4"
@@ -37,7 +32,7 @@ type Binaries struct {
 func FindBinaries() (Binaries, error) {
 	dir := os.Getenv(EnvBinDir)
 	if dir == "" {
-		return Binaries{}, fmt.Errorf("vitesstest: %s is not set; build the programs with conformance/vitesstest/vitessbin/build.sh and export %s=<the directory it prints>: %w", EnvBinDir, EnvBinDir, ErrNoBinaries)
+		return Binaries{}, fmt.Errorf("vitesslaunch: %s is not set; build the programs with conformance/vitesstest/vitessbin/build.sh and export %s=<the directory it prints>: %w", EnvBinDir, EnvBinDir, ErrNoBinaries)
 	}
 	b := Binaries{
 		Vtctld: filepath.Join(dir, "vtctld"), Vtctldclient: filepath.Join(dir, "vtctldclient"),
@@ -46,7 +41,7 @@ func FindBinaries() (Binaries, error) {
 	}
 	for _, p := range []string{b.Vtctld, b.Vtctldclient, b.Vttablet, b.Mysqlctl, b.Vtgate} {
 		if err := checkExecutable(p); err != nil {
-			return Binaries{}, fmt.Errorf("vitesstest: %s=%s: %w (run conformance/vitesstest/vitessbin/build.sh)", EnvBinDir, dir, err)
+			return Binaries{}, fmt.Errorf("vitesslaunch: %s=%s: %w (run conformance/vitesstest/vitessbin/build.sh)", EnvBinDir, dir, err)
 		}
 	}
 	if os.Geteuid() == 0 {
@@ -58,12 +53,12 @@ func FindBinaries() (Binaries, error) {
 	if err != nil {
 		etcd = "/usr/bin/etcd"
 		if checkExecutable(etcd) != nil {
-			return Binaries{}, fmt.Errorf("vitesstest: etcd is not on PATH nor in /usr/bin (apt-get install etcd-server): %w", ErrNoBinaries)
+			return Binaries{}, fmt.Errorf("vitesslaunch: etcd is not on PATH nor in /usr/bin (apt-get install etcd-server): %w", ErrNoBinaries)
 		}
 	}
 	b.Etcd = etcd
 	if checkExecutable(filepath.Join(b.MySQLRoot, "sbin", "mysqld")) != nil && checkExecutable(filepath.Join(b.MySQLRoot, "bin", "mysqld")) != nil {
-		return Binaries{}, fmt.Errorf("vitesstest: no mysqld under %s/sbin or %s/bin (apt-get install mariadb-server): %w", b.MySQLRoot, b.MySQLRoot, ErrNoBinaries)
+		return Binaries{}, fmt.Errorf("vitesslaunch: no mysqld under %s/sbin or %s/bin (apt-get install mariadb-server): %w", b.MySQLRoot, b.MySQLRoot, ErrNoBinaries)
 	}
 	return b, nil
 }
@@ -73,15 +68,15 @@ func FindBinaries() (Binaries, error) {
 func reachableByOthers(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return fmt.Errorf("vitesstest: %s=%s: %w", EnvBinDir, dir, err)
+		return fmt.Errorf("vitesslaunch: %s=%s: %w", EnvBinDir, dir, err)
 	}
 	for d := abs; ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
 		if err != nil {
-			return fmt.Errorf("vitesstest: %s=%s: %w", EnvBinDir, dir, err)
+			return fmt.Errorf("vitesslaunch: %s=%s: %w", EnvBinDir, dir, err)
 		}
 		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("vitesstest: %s=%s: the Vitess programs run as nobody, who cannot reach them: %s is mode %o; build them into a directory outside it (build.sh's default as root is /var/cache/loam/vitess-%s)", EnvBinDir, dir, d, st.Mode().Perm(), Version)
+			return fmt.Errorf("vitesslaunch: %s=%s: the Vitess programs run as nobody, who cannot reach them: %s is mode %o; build them into a directory outside it (build.sh's default as root is /var/cache/loam/vitess-%s)", EnvBinDir, dir, d, st.Mode().Perm(), Version)
 		}
 		if d == filepath.Dir(d) {
 			return nil
@@ -98,18 +93,4 @@ func checkExecutable(p string) error {
 		return fmt.Errorf("%s is not an executable file: %w", p, ErrNoBinaries)
 	}
 	return nil
-}
-
-// fail ends a test whose cluster could not start: a skip where this machine cannot run
-// Vitess at all (a failure under LOAM_REQUIRE_REAL=1), a failure otherwise.
-func fail(t testing.TB, err error) {
-	t.Helper()
-	if errors.Is(err, ErrNoBinaries) {
-		msg := fmt.Sprintf("skipped: needs vitess (%s) (%v)", EnvBinDir, err)
-		if os.Getenv(EnvRequireReal) == "1" {
-			t.Fatalf("%s; failing instead because %s=1", msg, EnvRequireReal)
-		}
-		t.Skip(msg)
-	}
-	t.Fatal(err)
 }

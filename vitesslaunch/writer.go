@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func (w *Writer) insert(ctx context.Context, id int64) error {
 func (w *Writer) Preload(ctx context.Context, n int) error {
 	for range n {
 		if err := w.insert(ctx, w.next); err != nil {
-			return fmt.Errorf("vitesstest: preloading row %d: %w", w.next, err)
+			return fmt.Errorf("vitesslaunch: preloading row %d: %w", w.next, err)
 		}
 		w.next++
 	}
@@ -179,7 +179,7 @@ func (w *Writer) Check(ctx context.Context, tablets []*Tablet, locate func(id in
 		}
 		db.Close()
 		if err != nil {
-			return nil, fmt.Errorf("vitesstest: tablet %s: %w", tb.Alias, err)
+			return nil, fmt.Errorf("vitesslaunch: tablet %s: %w", tb.Alias, err)
 		}
 		for id := range present {
 			if sh, ok := where[id]; ok && sh != tb.Shard {
@@ -207,7 +207,7 @@ func Holds(ctx context.Context, tablets []*Tablet) (map[int64]string, error) {
 		got, err := ids(ctx, db)
 		db.Close()
 		if err != nil {
-			return nil, fmt.Errorf("vitesstest: tablet %s: %w", tb.Alias, err)
+			return nil, fmt.Errorf("vitesslaunch: tablet %s: %w", tb.Alias, err)
 		}
 		for id := range got {
 			held[id] = tb.Shard

@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"context"
@@ -30,12 +30,12 @@ func (r refusing) ExecContext(context.Context, string, []driver.NamedValue) (dri
 // while the workers are busy), and an insert refused is counted, not acknowledged.
 var refusedExecs atomic.Int64
 
-func init() { sql.Register("vitesstest-refusing", refusing{&refusedExecs}) }
+func init() { sql.Register("vitesslaunch-refusing", refusing{&refusedExecs}) }
 
 func TestWriterStops(t *testing.T) {
 	n := &refusedExecs
 	n.Store(0)
-	db, err := sql.Open("vitesstest-refusing", "")
+	db, err := sql.Open("vitesslaunch-refusing", "")
 	if err != nil {
 		t.Fatal(err)
 	}

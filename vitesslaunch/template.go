@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"bytes"
@@ -18,11 +18,11 @@ var moduleDir = sync.OnceValues(func() (string, error) {
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("vitesstest: go mod download vitess.io/vitess@%s (for its config files): %w\n%s", Version, err, out)
+		return "", fmt.Errorf("vitesslaunch: go mod download vitess.io/vitess@%s (for its config files): %w\n%s", Version, err, out)
 	}
 	var m struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("vitesstest: go mod download vitess.io/vitess@%s: no module directory in %q (%v)", Version, out, err)
+		return "", fmt.Errorf("vitesslaunch: go mod download vitess.io/vitess@%s: no module directory in %q (%v)", Version, out, err)
 	}
 	return m.Dir, nil
 })
@@ -30,7 +30,7 @@ var moduleDir = sync.OnceValues(func() (string, error) {
 // testMycnf comes after Vitess's own settings (a later line wins): loopback only, and fast
 // rather than crash-safe, which no test needs.
 const testMycnf = `
-# vitesstest: loopback only; fast rather than crash-safe.
+# vitesslaunch: loopback only; fast rather than crash-safe.
 bind-address = 127.0.0.1
 sync_binlog = 0
 innodb_flush_log_at_trx_commit = 0
@@ -47,15 +47,15 @@ max_connections = 200
 func mycnfTemplate(vitessDir string) (string, error) {
 	def, err := os.ReadFile(filepath.Join(vitessDir, "config", "mycnf", "default.cnf"))
 	if err != nil {
-		return "", fmt.Errorf("vitesstest: %w", err)
+		return "", fmt.Errorf("vitesslaunch: %w", err)
 	}
 	maria, err := os.ReadFile(filepath.Join(vitessDir, "config", "mycnf", "mariadb10.cnf"))
 	if err != nil {
-		return "", fmt.Errorf("vitesstest: %w", err)
+		return "", fmt.Errorf("vitesslaunch: %w", err)
 	}
 	kept, dropped := dropLines(string(maria), func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "plugin-load") })
 	if dropped != 1 {
-		return "", fmt.Errorf("vitesstest: expected one plugin-load line in Vitess %s's mariadb10.cnf, found %d; re-derive the template for this version", Version, dropped)
+		return "", fmt.Errorf("vitesslaunch: expected one plugin-load line in Vitess %s's mariadb10.cnf, found %d; re-derive the template for this version", Version, dropped)
 	}
 	return "[mysqld]\n" + string(def) + kept + testMycnf, nil
 }
@@ -65,14 +65,14 @@ func mycnfTemplate(vitessDir string) (string, error) {
 func initDBSQL(vitessDir string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(vitessDir, "config", "init_db.sql"))
 	if err != nil {
-		return "", fmt.Errorf("vitesstest: %w", err)
+		return "", fmt.Errorf("vitesslaunch: %w", err)
 	}
 	kept, dropped := dropLines(string(b), func(l string) bool {
 		l = strings.TrimSpace(l)
 		return !strings.HasPrefix(l, "#") && strings.Contains(l, "super_read_only")
 	})
 	if dropped == 0 {
-		return "", fmt.Errorf("vitesstest: no super_read_only statement in Vitess %s's init_db.sql; re-derive it for this version", Version)
+		return "", fmt.Errorf("vitesslaunch: no super_read_only statement in Vitess %s's init_db.sql; re-derive it for this version", Version)
 	}
 	return kept, nil
 }

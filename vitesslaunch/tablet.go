@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -53,65 +52,50 @@ func (tb *Tablet) DSN(database string) string {
 // told (TabletExternallyReparented): it makes the server writable (SET GLOBAL read_only = 0;
 // the tablets start read-only, and vttablet's ChangeType to PRIMARY does not clear it on
 // MariaDB, checked on v0.24.4: it fails with errno 1290 creating the tablet's database).
-func (tb *Tablet) Promote(t testing.TB) {
-	t.Helper()
+func (tb *Tablet) Promote(ctx context.Context) error {
 	db, err := sql.Open("mysql", tb.DSN(""))
 	if err != nil {
-		t.Fatalf("vitesstest: %v", err)
+		return fmt.Errorf("vitesslaunch: %w", err)
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if _, err := db.ExecContext(ctx, "SET GLOBAL read_only = 0"); err != nil {
-		t.Fatalf("vitesstest: tablet %s: %v", tb.Alias, err)
+		return fmt.Errorf("vitesslaunch: tablet %s: %w", tb.Alias, err)
 	}
+	return nil
 }
 
 // Ints runs query on the tablet's database as vt_dba and returns its first column, read as
-// integers, failing the test on error: what a row of a shard holds, bypassing Vitess.
-func (tb *Tablet) Ints(t testing.TB, query string) []int64 {
-	t.Helper()
+// integers: what a row of a shard holds, bypassing Vitess.
+func (tb *Tablet) Ints(ctx context.Context, query string) ([]int64, error) {
 	db, err := sql.Open("mysql", tb.DSN(tb.DBName()))
 	if err != nil {
-		t.Fatalf("vitesstest: %v", err)
+		return nil, fmt.Errorf("vitesslaunch: %w", err)
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
-		t.Fatalf("vitesstest: tablet %s: %s: %v", tb.Alias, query, err)
+		return nil, fmt.Errorf("vitesslaunch: tablet %s: %s: %w", tb.Alias, query, err)
 	}
 	defer rows.Close()
 	var out []int64
 	for rows.Next() {
 		var v int64
 		if err := rows.Scan(&v); err != nil {
-			t.Fatalf("vitesstest: tablet %s: %s: %v", tb.Alias, query, err)
+			return nil, fmt.Errorf("vitesslaunch: tablet %s: %s: %w", tb.Alias, query, err)
 		}
 		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatalf("vitesstest: tablet %s: %s: %v", tb.Alias, query, err)
+		return nil, fmt.Errorf("vitesslaunch: tablet %s: %s: %w", tb.Alias, query, err)
 	}
-	return out
+	return out, nil
 }
 
 func (tb *Tablet) name(prog string) string { return fmt.Sprintf("%s-%d", prog, tb.UID) }
 
-// AddShards starts one tablet per shard of keyspace (which CreateKeyspace made), elects it
+// StartShards starts one tablet per shard of keyspace (which NewKeyspace made), elects it
 // primary with PlannedReparentShard, and rebuilds the keyspace's serving graph. The tablets
 // are in the order of shards.
-func (c *Cluster) AddShards(t testing.TB, keyspace string, shards ...string) []*Tablet {
-	t.Helper()
-	tablets, err := c.StartShards(context.Background(), keyspace, shards...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tablets
-}
-
-// StartShards is AddShards outside a test.
 func (c *Cluster) StartShards(ctx context.Context, keyspace string, shards ...string) ([]*Tablet, error) {
 	tablets := make([]*Tablet, len(shards))
 	errs := make([]error, len(shards))
@@ -130,17 +114,11 @@ func (c *Cluster) StartShards(ctx context.Context, keyspace string, shards ...st
 	return tablets, c.elect(ctx, tablets)
 }
 
-// StartTablet starts a tablet of keyspace/shard (keyspace made by CreateKeyspace) and
+// OpenTablet starts a tablet of keyspace/shard (keyspace made by NewKeyspace) and
 // elects nothing: it serves as a REPLICA, and its shard has no primary unless one was
-// elected before. A test makes it primary as a failover would, with
-// TabletExternallyReparented.
-func (c *Cluster) StartTablet(t testing.TB, keyspace, shard string) *Tablet {
-	t.Helper()
-	tb, err := c.startTablet(keyspace, shard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+// elected before (make it primary as a failover would, with TabletExternallyReparented).
+func (c *Cluster) OpenTablet(keyspace, shard string) (*Tablet, error) {
+	return c.startTablet(keyspace, shard)
 }
 
 // elect makes every tablet its shard's primary with PlannedReparentShard and rebuilds the
@@ -188,7 +166,7 @@ func (c *Cluster) startTablet(keyspace, shard string) (*Tablet, error) {
 			if c.portTaken(tb.name("mysqlctl")) || c.portTaken(tb.name("mysqld")) {
 				return errPortTaken
 			}
-			return fmt.Errorf("vitesstest: mysqlctl init for tablet %s: %w\n--- %s ---\n%s", tb.Alias, err, c.logPath(tb.name("mysqlctl")),
+			return fmt.Errorf("vitesslaunch: mysqlctl init for tablet %s: %w\n--- %s ---\n%s", tb.Alias, err, c.logPath(tb.name("mysqlctl")),
 				serverproc.LogTail(c.logPath(tb.name("mysqlctl"))))
 		}
 		tb.MySQLPort = port

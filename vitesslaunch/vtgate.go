@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -31,20 +30,10 @@ type Gate struct {
 	proc *serverproc.Proc
 }
 
-// StartVtgate starts a vtgate watching the cluster's cell and the given keyspaces (every
+// OpenVtgate starts a vtgate watching the cluster's cell and the given keyspaces (every
 // keyspace when none is given: vtgate then refuses to start while a keyspace's shards do not
 // cover the whole keyspace-ID range), waits until it answers a query as its user, and
 // returns it. Close stops it.
-func (c *Cluster) StartVtgate(t testing.TB, keyspaces ...string) *Gate {
-	t.Helper()
-	g, err := c.OpenVtgate(keyspaces...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-// OpenVtgate is StartVtgate outside a test.
 func (c *Cluster) OpenVtgate(keyspaces ...string) (*Gate, error) {
 	var pw [16]byte
 	rand.Read(pw[:])
@@ -115,7 +104,7 @@ func (g *Gate) ping() error {
 
 func (g *Gate) stop() error {
 	if g.proc != nil && g.proc.Stop(syscall.SIGTERM, 30*time.Second) {
-		return fmt.Errorf("vitesstest: %s did not stop within 30s of SIGTERM; killed it", g.name)
+		return fmt.Errorf("vitesslaunch: %s did not stop within 30s of SIGTERM; killed it", g.name)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package vitesstest
+package vitesslaunch
 
 import (
 	"context"
@@ -30,12 +30,12 @@ func unprivileged() (*syscall.Credential, error) {
 	}
 	u, err := user.Lookup("nobody")
 	if err != nil {
-		return nil, fmt.Errorf("vitesstest: running as root needs the user nobody to run Vitess as: %w", err)
+		return nil, fmt.Errorf("vitesslaunch: running as root needs the user nobody to run Vitess as: %w", err)
 	}
 	g, err := user.LookupGroup("nogroup")
 	if err != nil {
 		if g, err = user.LookupGroup("nobody"); err != nil {
-			return nil, fmt.Errorf("vitesstest: running as root needs the group nogroup (or nobody) to run Vitess as: %w", err)
+			return nil, fmt.Errorf("vitesslaunch: running as root needs the group nogroup (or nobody) to run Vitess as: %w", err)
 		}
 	}
 	uid, _ := strconv.Atoi(u.Uid)
@@ -63,7 +63,7 @@ func handOver(dir string, cred *syscall.Credential) error {
 func (c *Cluster) command(ctx context.Context, name, path string, args ...string) (*exec.Cmd, error) {
 	logf, err := os.OpenFile(c.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("vitesstest: %w", err)
+		return nil, fmt.Errorf("vitesslaunch: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -86,14 +86,14 @@ func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*
 		f.Close() // the program has its own copy
 	}
 	if err != nil {
-		return nil, fmt.Errorf("vitesstest: starting %s: %w", name, err)
+		return nil, fmt.Errorf("vitesslaunch: starting %s: %w", name, err)
 	}
 	deadline := time.Now().Add(startTimeout)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.Exited():
-			return nil, fmt.Errorf("vitesstest: %s exited while starting (%v)\n--- %s ---\n%s", name, p.State(), c.logPath(name), serverproc.LogTail(c.logPath(name)))
+			return nil, fmt.Errorf("vitesslaunch: %s exited while starting (%v)\n--- %s ---\n%s", name, p.State(), c.logPath(name), serverproc.LogTail(c.logPath(name)))
 		default:
 		}
 		if last = ready(); last == nil {
@@ -102,7 +102,7 @@ func (c *Cluster) startServer(name string, cmd *exec.Cmd, ready func() error) (*
 		time.Sleep(50 * time.Millisecond)
 	}
 	p.Kill()
-	return nil, fmt.Errorf("vitesstest: %s not serving after %v: %w\n--- %s ---\n%s", name, startTimeout, last, c.logPath(name), serverproc.LogTail(c.logPath(name)))
+	return nil, fmt.Errorf("vitesslaunch: %s not serving after %v: %w\n--- %s ---\n%s", name, startTimeout, last, c.logPath(name), serverproc.LogTail(c.logPath(name)))
 }
 
 // dialable is a readiness check: something accepts TCP connections at addr.
@@ -157,7 +157,7 @@ func (c *Cluster) runOut(ctx context.Context, capture bool, name, path string, a
 		f.Close()
 	}
 	if err != nil {
-		return []byte(out.String()), fmt.Errorf("vitesstest: %s %s: %w\n%s\n--- %s ---\n%s", filepath.Base(path), strings.Join(args, " "), err,
+		return []byte(out.String()), fmt.Errorf("vitesslaunch: %s %s: %w\n%s\n--- %s ---\n%s", filepath.Base(path), strings.Join(args, " "), err,
 			strings.TrimSpace(out.String()), c.logPath(name), serverproc.LogTail(c.logPath(name)))
 	}
 	return []byte(out.String()), nil
