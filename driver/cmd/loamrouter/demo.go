@@ -25,7 +25,6 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/httpstore"
-	"loam.dev/router/vitesslaunch"
 	"loam.dev/router/controller"
 	"loam.dev/router/driver"
 	"loam.dev/router/kernel/pghash"
@@ -33,6 +32,7 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/pglaunch"
 	"loam.dev/router/refrouter"
+	"loam.dev/router/vitesslaunch"
 )
 
 func newDemoCmd(c *cli) *cobra.Command {
@@ -289,30 +289,14 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 		w.src.Port, w.src.DataDir, w.dst.Port, w.dst.DataDir)
 
 	// The controller's configuration, and the record at generation 1.
-	listen, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	confPath := filepath.Join(root, "loam.toml")
-	if err := os.WriteFile(confPath, []byte(demoConfig(root, listen, o)), 0o600); err != nil {
-		return nil, err
-	}
-	token, err := demoToken()
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw", "LOAM_DEMO_TOKEN": token} {
-		os.Setenv(k, v)
-	}
-	cfg, err := controller.LoadConfig(confPath)
-	if err != nil {
-		return nil, err
-	}
-	dc := &cfg.Databases[0]
 	ref := adapters.DBRef{Namespace: "default", Database: demoDB}
-	if err := storeFirstRecord(ctx, cfg, ref, rec); err != nil {
+	setup, err := setUpDemo(ctx, root, func(listen string) string { return demoConfig(root, listen, o) },
+		map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_ADMIN_PW": "admin-demo-pw", "LOAM_DEMO_COPY_PW": "copy-demo-pw"}, ref, rec)
+	if err != nil {
 		return nil, err
 	}
+	cfg, confPath, listen := setup.cfg, setup.confPath, setup.listen
+	dc := &cfg.Databases[0]
 	files1, err := controller.RenderFiles(rec, dc)
 	if err != nil {
 		return nil, err
@@ -330,17 +314,13 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) (*demoReport, er
 	}
 	cleanups = append(cleanups, w.fleet.Close)
 	c := &cli{open: w.opener}
-	logPath, stop, err := startDemoDaemon(ctx, c, root, confPath)
+	logPath, stop, remote, err := setup.start(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	cleanups = append(cleanups, stop)
-	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logPath)
-	remote, err := waitForStore(ctx, "http://"+listen, token)
-	if err != nil {
-		return nil, err
-	}
 	defer remote.Close()
+	say("controller running (lease, ConfigPush, in-doubt monitor, cutovers); metrics on http://%s/metrics, its log in %s", listen, logPath)
 	runCLI := func(print bool, args ...string) (string, error) {
 		return demoCLI(ctx, c, confPath, out, print, args...)
 	}
@@ -643,6 +623,53 @@ func (r *demoReport) print(out io.Writer, report string) {
 		fmt.Fprintf(out, "picture of the cutover: %s\n", report)
 	}
 	fmt.Fprintf(out, "demo wall time %v\n", r.Wall.Round(time.Millisecond))
+}
+
+// demoSetup is the controller side both demos share: loam.toml in root, on a free listen
+// address, with a fresh API token, loaded; the first record stored.
+type demoSetup struct {
+	root, listen, confPath, token string
+	cfg                           *controller.Config
+}
+
+// setUpDemo writes conf(listen) as root's loam.toml, sets env and LOAM_DEMO_TOKEN (a fresh
+// token) in the environment it names, loads it, and stores rec as ref's first version.
+func setUpDemo(ctx context.Context, root string, conf func(listen string) string, env map[string]string, ref adapters.DBRef, rec *shardmap.Record) (*demoSetup, error) {
+	d := &demoSetup{root: root, confPath: filepath.Join(root, "loam.toml")}
+	var err error
+	if d.listen, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(d.confPath, []byte(conf(d.listen)), 0o600); err != nil {
+		return nil, err
+	}
+	if d.token, err = demoToken(); err != nil {
+		return nil, err
+	}
+	for k, v := range env {
+		os.Setenv(k, v)
+	}
+	os.Setenv("LOAM_DEMO_TOKEN", d.token)
+	if d.cfg, err = controller.LoadConfig(d.confPath); err != nil {
+		return nil, err
+	}
+	if err := storeFirstRecord(ctx, d.cfg, ref, rec); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// start runs the daemon with c's opener (startDemoDaemon) and waits until its store API
+// answers; stop drains it.
+func (d *demoSetup) start(ctx context.Context, c *cli) (logPath string, stop func(), remote *httpstore.Client, err error) {
+	if logPath, stop, err = startDemoDaemon(ctx, c, d.root, d.confPath); err != nil {
+		return "", nil, nil, err
+	}
+	if remote, err = waitForStore(ctx, "http://"+d.listen, d.token); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return logPath, stop, remote, nil
 }
 
 // startDemoDaemon runs `loamrouter serve` on confPath in this process, its log in root's

@@ -126,47 +126,27 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 		vt.VtctldAddr, g.MySQLPort, src[0].MySQLPort, tgt[0].MySQLPort, tgt[1].MySQLPort)
 
 	// The controller's configuration, and the record of keyspace demo: one shard 0.
-	listen, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	confPath := filepath.Join(root, "loam.toml")
-	if err := os.WriteFile(confPath, []byte(vitessDemoConfig(root, listen, vt.VtctldAddr, g)), 0o600); err != nil {
-		return nil, err
-	}
-	token, err := demoToken()
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_VTGATE_PW": g.Password, "LOAM_DEMO_TOKEN": token} {
-		os.Setenv(k, v)
-	}
-	cfg, err := controller.LoadConfig(confPath)
-	if err != nil {
-		return nil, err
-	}
 	rec, err := oneShardRecord(demoKeyspace, src[0])
 	if err != nil {
 		return nil, err
 	}
 	ref := adapters.DBRef{Namespace: "default", Database: demoDB}
-	if err := storeFirstRecord(ctx, cfg, ref, rec); err != nil {
+	setup, err := setUpDemo(ctx, root, func(listen string) string { return vitessDemoConfig(root, listen, vt.VtctldAddr, g) },
+		map[string]string{"LOAM_DEMO_APP_PW": demoPasswd, "LOAM_DEMO_VTGATE_PW": g.Password}, ref, rec)
+	if err != nil {
 		return nil, err
 	}
-	say("shard map: %s generation 1, keyspace %s, vindex hash on id, one shard 0 (embedded store %s)", ref, demoKeyspace, cfg.Store.Dir)
+	confPath := setup.confPath
+	say("shard map: %s generation 1, keyspace %s, vindex hash on id, one shard 0 (embedded store %s)", ref, demoKeyspace, setup.cfg.Store.Dir)
 
 	c := &cli{}
-	logPath, stop, err := startDemoDaemon(ctx, c, root, confPath)
+	logPath, stop, remote, err := setup.start(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	cleanups = append(cleanups, stop)
-	say("controller running; its log in %s", logPath)
-	remote, err := waitForStore(ctx, "http://"+listen, token)
-	if err != nil {
-		return nil, err
-	}
 	defer remote.Close()
+	say("controller running; its log in %s", logPath)
 	runCLI := func(args ...string) (string, error) { return demoCLI(ctx, c, confPath, out, true, args...) }
 
 	// The load.
