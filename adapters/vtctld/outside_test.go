@@ -25,7 +25,7 @@ func TestOutsideModuleRequiresNoVitess(t *testing.T) {
 	root, err := modproxy.Root()
 	require.NoError(t, err)
 	tmp := t.TempDir()
-	o, err := modproxy.NewOutside(root, tmp, []string{modproxy.MainModule}, map[string]string{"main.go": `package main
+	o, err := modproxy.NewOutside(root, tmp, "vtctld", []string{modproxy.MainModule}, map[string]string{"main.go": `package main
 
 import (
 	"fmt"
@@ -41,6 +41,7 @@ func main() {
 }
 `})
 	require.NoError(t, err)
+	defer o.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	gocmd := func(args ...string) string {
@@ -48,7 +49,7 @@ func main() {
 		require.NoError(t, err)
 		return out
 	}
-	bin := filepath.Join(tmp, "outside")
+	bin := filepath.Join(tmp, "outside-bin")
 	gocmd("build", "-trimpath", "-o", bin, ".")
 	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Outside is a scratch module in a directory outside the checkout whose go commands
@@ -15,20 +16,65 @@ import (
 // as an importer's would through the module proxy: no go.work, no replace, -mod=mod so
 // that go adds what the served go.mod files require, the checksum database skipped for
 // loam.dev only. Every other module comes from the machine's module cache (used as a
-// proxy) or else the machine's GOPROXY, into a module cache of the scratch module's own,
-// so that no copy of this checkout at NextRelease stays in the machine's cache for a
-// later build to pick up.
+// proxy) or else the machine's GOPROXY, into a module cache of the outside module's own
+// (under the user's cache directory, one per name, held under a file lock while in use),
+// so that no copy of this checkout at NextRelease reaches the machine's cache. That cache
+// stays at one path from run to run, so the go build cache keeps what was compiled from it
+// (client-go, ...); its loam.dev modules are removed before each use, so a run never
+// builds against an earlier run's checkout.
 type Outside struct {
 	Dir string   // the scratch module
 	Env []string // the environment its go commands run in
+	// ModCache is its module cache (GOMODCACHE).
+	ModCache string
+
+	lock *os.File
+}
+
+// Close releases the outside module's cache for the next run.
+func (o *Outside) Close() error {
+	if o.lock == nil {
+		return nil
+	}
+	defer o.lock.Close()
+	return syscall.Flock(int(o.lock.Fd()), syscall.LOCK_UN)
+}
+
+// lockCache takes (waiting for it) the module cache called name under the user's cache
+// directory and removes loam.dev's modules from it.
+func lockCache(name string) (dir string, lock *os.File, err error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", nil, fmt.Errorf("the outside module's cache: %w", err)
+	}
+	dir = filepath.Join(base, "loam", "outside-modcache", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	lock, err = os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return "", nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	for _, d := range []string{filepath.Join(dir, "loam.dev"), filepath.Join(dir, "cache", "download", "loam.dev")} {
+		if err := os.RemoveAll(d); err != nil {
+			lock.Close()
+			return "", nil, fmt.Errorf("removing an earlier run's copy of this checkout: %w", err)
+		}
+	}
+	return dir, lock, nil
 }
 
 // NewOutside serves the modules of the checkout at root from tmp/proxy and writes the
 // scratch module into tmp/outside: a go.mod of module example.com/outside requiring
 // require (module paths, each at NextRelease), a go.sum seeded from the served modules'
 // go.sum files (so go asks the checksum database only for what they do not pin), and
-// files (name → content).
-func NewOutside(root, tmp string, require []string, files map[string]string) (*Outside, error) {
+// files (name → content). Its module cache is the one called cacheName, which Close
+// releases.
+func NewOutside(root, tmp, cacheName string, require []string, files map[string]string) (*Outside, error) {
 	mods, err := Modules(root)
 	if err != nil {
 		return nil, err
@@ -73,10 +119,15 @@ func NewOutside(root, tmp string, require []string, files map[string]string) (*O
 	if err != nil {
 		return nil, fmt.Errorf("go env: %w", err)
 	}
-	goproxy, modcache, _ := strings.Cut(strings.TrimSpace(string(goenv)), "\n")
+	goproxy, machineCache, _ := strings.Cut(strings.TrimSpace(string(goenv)), "\n")
+	modcache, lock, err := lockCache(cacheName)
+	if err != nil {
+		return nil, err
+	}
+	o.lock, o.ModCache = lock, modcache
 	o.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -modcacherw", "GONOSUMDB=loam.dev", "GOTOOLCHAIN=local",
-		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(modcache, "cache", "download"))+","+goproxy)
+		"GOMODCACHE="+modcache,
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(machineCache, "cache", "download"))+","+goproxy)
 	return o, nil
 }
 
