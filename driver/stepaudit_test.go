@@ -147,7 +147,7 @@ type countingBlobs struct {
 	adapters.BlobStore // a *memstore.Store, its PutBlobs hidden
 	mem                *memstore.Store
 	mu                 sync.Mutex
-	w  blobWrites
+	w                  blobWrites
 }
 
 type blobWrites struct{ saves, exec, shared, alone int }
