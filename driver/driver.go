@@ -73,9 +73,7 @@ var ErrRestore = errors.New("driver: cannot restore the machine's snapshot")
 //
 // Each step: the inputs that are ready are fed to On in arrival order, with ctx.Now from
 // cfg.Clock (the real clock by default) and Rand from a ChaCha8 generator seeded from
-// crypto/rand; the snapshot is saved (a step that issues nothing, not even a timer, is
-// saved with the next step that does, or as soon as no command is in flight: see
-// saveLater); only then are the commands executed — timer commands
+// crypto/rand; the snapshot is saved; only then are the commands executed — timer commands
 // as timers on cfg.Clock, the others
 // through kind.Exec, concurrently unless kind.Ordered says otherwise. Every reply becomes
 // an input of a later step. Saving before executing means a killed driver loses no
@@ -151,11 +149,6 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 			}
 			queue = queue[:0]
 		}
-		if r.dirty && r.inflight == 0 {
-			if err := r.saveStep(ctx, stepWrite{}, false, 0, time.Now()); err != nil {
-				return err
-			}
-		}
 		if r.draining {
 			if r.inflight == 0 {
 				logger.Info("drained: every started command finished and its reply is saved")
@@ -222,22 +215,6 @@ type run[In, Cmd, Snap any] struct {
 	draining bool
 	// feeds are the SpanFeeds of the replies collected for the next step.
 	feeds []Span
-	// dirty: a step that issued nothing is not saved yet (saveLater).
-	dirty bool
-}
-
-// saveLater reports whether a step that issued cmds may leave its snapshot to be saved
-// later: with the next step that issues a command (before that command starts), or once no
-// command is in flight (before the run waits on a timer or on Inputs, and before it
-// returns). A step that issues nothing, not even a timer, has fed replies or a timer and
-// sent nothing; a driver killed before its state is saved restarts from the last saved
-// step, whose commands it re-issues (Restarted) exactly as if it had been killed before
-// those replies were fed, which a save after every step allows too. So no command ever
-// starts before the state that issued it is durable, and a step's save is one write
-// fewer in the pause: a step that waits for the rest of its replies saves nothing.
-// While draining every step is saved (the next driver starts from the last one).
-func (r *run[In, Cmd, Snap]) saveLater(cmds []Cmd) bool {
-	return len(cmds) == 0 && !r.draining && r.cfg.Store != nil
 }
 
 type result[In any] struct {
@@ -306,10 +283,6 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 		tl.Add(Span{Kind: SpanStep, N: len(inputs), Start: t0, End: t1})
 		t0 = t1
 	}
-	if r.saveLater(cmds) {
-		r.dirty = true
-		return nil
-	}
 	var sw stepWrite
 	audit := false
 	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok && !r.draining {
@@ -371,7 +344,7 @@ func (r *run[In, Cmd, Snap]) saveStep(ctx context.Context, sw stepWrite, audit b
 			if err != nil {
 				return r.saveError(err)
 			}
-			r.version, r.dirty = vs[0], false
+			r.version = vs[0]
 			span("snapshot and exec entries")
 			return nil
 		}
@@ -383,7 +356,7 @@ func (r *run[In, Cmd, Snap]) saveStep(ctx context.Context, sw stepWrite, audit b
 	}
 	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
 	if err == nil {
-		r.version, r.dirty = v, false
+		r.version = v
 		span("snapshot")
 	}
 	if audit {
