@@ -272,17 +272,20 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // answered with nothing (the run is being stopped).
 //
 // The exec entry is written before the command runs (its write is the store-kept lease's
-// check). Under Run the exec entries of one step are written together, in one store write
-// (one fsync on bbolt, not one per command), after the step's snapshot is saved and before
-// any of its commands is started: every write of the pause waits on each step's writes, and
-// a step of N commands paid N+1 fsyncs in series on bbolt, which serializes them. A command
-// the step's write did not cover (it failed, or Execute is called outside Run) writes its
-// own entry first, as before; one whose step write the store refused for the lease is not
-// executed. The result entry is not in the critical path: the reply goes back to the
-// machine at once and the entry, keyed and timed as of the reply, is written beside the
-// next step's snapshot save; Run waits for every such write (Flush) before it returns. A
-// process killed in between may leave a command's exec entry without its result; the
-// machine's snapshot still has the reply.
+// check). Under Run the exec entries of one step are written together, as one blob, before
+// any of its commands is started: in the same store transaction as the step's snapshot when
+// both go to one store that batches (adapters.BlobBatcher: bbolt, memory, a GuardedStore
+// over either), so a step costs one fsync on bbolt, not one for the save and one for the
+// entries in series (nor one per command, as before that); on any other store the two are
+// written at the same time and Run waits for both. A command the step's write did not
+// cover (it failed, or Execute is called outside Run) writes its own entry first, as
+// before; one whose step write the store refused for the lease is not executed (in one
+// transaction with the snapshot, the save is refused with it and the run stops). The
+// result entry is not in the critical path: the reply goes back to the machine at once and
+// the entry, keyed and timed as of the reply, is written beside the next step's snapshot
+// save; Run waits for every such write (Flush) before it returns. A process killed in
+// between may leave a command's exec entry without its result; the machine's snapshot
+// still has the reply.
 type Audited[In, Cmd any] struct {
 	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
 	Next     Executor[In, Cmd]
