@@ -117,6 +117,56 @@ type BlobStore interface {
 	ListBlobs(ctx context.Context, prefix string) ([]Blob, error)
 }
 
+// BlobPut is one blob of a BlobBatcher's PutBlobs: data stored at key if the blob's
+// version is Expect (0: the blob must not exist).
+type BlobPut struct {
+	Key    string
+	Expect uint64
+	Data   []byte
+}
+
+// BlobBatcher is an optional interface of a BlobStore that writes several blobs in one
+// transaction (one fsync on bbolt): all of them, or none. The driver writes a step's
+// snapshot and its audit entries so, in one write instead of two in series.
+type BlobBatcher interface {
+	// PutBlobs stores every put, each under its own Expect as PutBlob does, and returns
+	// their new versions in order. If any put's Expect does not hold it writes nothing and
+	// returns that put's *BlobConflictError. A store that wraps another and cannot batch
+	// through it returns an error matching errors.ErrUnsupported, having written nothing.
+	PutBlobs(ctx context.Context, puts []BlobPut) ([]uint64, error)
+}
+
+// PutBlobs writes puts in one transaction of s, or returns an error matching
+// errors.ErrUnsupported (having written nothing) when s cannot.
+func PutBlobs(ctx context.Context, s BlobStore, puts []BlobPut) ([]uint64, error) {
+	b, ok := s.(BlobBatcher)
+	if !ok {
+		return nil, fmt.Errorf("adapters: %T writes one blob at a time: %w", s, errors.ErrUnsupported)
+	}
+	return b.PutBlobs(ctx, puts)
+}
+
+// CheckBlobPuts is the check a BlobBatcher makes before it writes anything: every key is a
+// blob key (CheckBlobKey), no key is put twice, and every Expect is the blob's current
+// version (current reads it, 0 when the blob does not exist); else the first failing
+// put's error, a *BlobConflictError for a version.
+func CheckBlobPuts(puts []BlobPut, current func(key string) uint64) error {
+	seen := make(map[string]bool, len(puts))
+	for _, p := range puts {
+		if err := CheckBlobKey(p.Key); err != nil {
+			return err
+		}
+		if seen[p.Key] {
+			return fmt.Errorf("adapters: blob %q is put twice in one batch; put it once", p.Key)
+		}
+		seen[p.Key] = true
+		if cur := current(p.Key); cur != p.Expect {
+			return &BlobConflictError{Key: p.Key, Expected: p.Expect, Current: cur}
+		}
+	}
+	return nil
+}
+
 // CheckBlobKey refuses empty keys and keys in the record namespace "xs/".
 func CheckBlobKey(key string) error {
 	if key == "" {

@@ -367,6 +367,58 @@ func StoreCases() []StoreCase {
 			_, err = s.PutBlob(ctx, "", 0, nil)
 			require.Error(t, err)
 		}},
+		{"PutBlobsAllOrNothing", func(t TB, h StoreHarness) {
+			s := h.Open(t)
+			bs, ok := s.(adapters.BlobBatcher)
+			if !ok {
+				return // the store writes one blob at a time; the driver writes concurrently
+			}
+			ctx := t.Context()
+			v0, err := s.PutBlob(ctx, "machine/cutover/app", 0, []byte("s0"))
+			require.NoError(t, err)
+			vs, err := bs.PutBlobs(ctx, []adapters.BlobPut{
+				{Key: "machine/cutover/app", Expect: v0, Data: []byte("s1")},
+				{Key: "audit/1/a", Data: []byte("e1")}})
+			require.NoError(t, err)
+			require.Len(t, vs, 2)
+			require.Greater(t, vs[0], v0)
+			require.NotEqual(t, vs[0], vs[1], "each blob its own version")
+			for i, k := range []string{"machine/cutover/app", "audit/1/a"} {
+				b, err := s.GetBlob(ctx, k)
+				require.NoError(t, err)
+				require.Equal(t, vs[i], b.Version, k)
+			}
+			// One stale Expect: nothing of the batch is written, and the error names it.
+			_, err = bs.PutBlobs(ctx, []adapters.BlobPut{
+				{Key: "audit/1/b", Data: []byte("e2")},
+				{Key: "machine/cutover/app", Expect: v0, Data: []byte("s2")}})
+			var bc *adapters.BlobConflictError
+			require.ErrorAs(t, err, &bc)
+			require.Equal(t, "machine/cutover/app", bc.Key)
+			require.Equal(t, vs[0], bc.Current)
+			_, err = s.GetBlob(ctx, "audit/1/b")
+			require.ErrorIs(t, err, adapters.ErrNotFound, "a refused batch writes nothing")
+			b, err := s.GetBlob(ctx, "machine/cutover/app")
+			require.NoError(t, err)
+			require.Equal(t, "s1", string(b.Data))
+			// A key twice, or one in the record namespace: refused whole.
+			_, err = bs.PutBlobs(ctx, []adapters.BlobPut{{Key: "audit/1/c"}, {Key: "audit/1/c"}})
+			require.ErrorContains(t, err, "put twice")
+			_, err = bs.PutBlobs(ctx, []adapters.BlobPut{{Key: "audit/1/d"}, {Key: "xs/ns/app"}})
+			require.ErrorContains(t, err, "record namespace")
+			for _, k := range []string{"audit/1/c", "audit/1/d"} {
+				_, err = s.GetBlob(ctx, k)
+				require.ErrorIs(t, err, adapters.ErrNotFound, k)
+			}
+			if h.Reopen != nil {
+				s = h.Reopen(t, s)
+				for i, k := range []string{"machine/cutover/app", "audit/1/a"} {
+					b, err := s.GetBlob(ctx, k)
+					require.NoError(t, err, "%s lost after reopen", k)
+					require.Equal(t, vs[i], b.Version, k)
+				}
+			}
+		}},
 		{"RacingBlobPutOneWinner", func(t TB, h StoreHarness) {
 			s := h.Open(t)
 			ctx := t.Context()

@@ -99,6 +99,16 @@ func (a *Audit) Append(ctx context.Context, e AuditEntry) error {
 // as an object, several as an array that ReadAudit returns in order, as if each had been
 // appended alone (Audited records a step's exec entries so).
 func (a *Audit) appendBatch(ctx context.Context, entries []AuditEntry, now time.Time) error {
+	put, err := a.encodeBatch(entries, now)
+	if err != nil {
+		return a.failed(entries, put.Key, err)
+	}
+	return a.putBatch(ctx, entries, put)
+}
+
+// encodeBatch is the blob appendBatch writes: entries stamped with their key, the
+// writer's tenure and now.
+func (a *Audit) encodeBatch(entries []AuditEntry, now time.Time) (adapters.BlobPut, error) {
 	tok := a.who()
 	var r [3]byte
 	_, _ = crand.Read(r[:])
@@ -113,15 +123,22 @@ func (a *Audit) appendBatch(ctx context.Context, entries []AuditEntry, now time.
 	} else {
 		data, err = json.Marshal(entries)
 	}
-	if err == nil {
-		_, err = a.store.PutBlob(context.WithoutCancel(ctx), key, 0, data)
-	}
-	if err != nil {
-		a.Failures.Add(uint64(len(entries)))
-		a.log.Error("audit entry not written", "entry", entries[0].What, "event", entries[0].Event, "entries", len(entries), "err", err)
-		return fmt.Errorf("driver: writing audit entry %s: %w", key, err)
+	return adapters.BlobPut{Key: key, Data: data}, err
+}
+
+// putBatch writes the blob encodeBatch made of entries.
+func (a *Audit) putBatch(ctx context.Context, entries []AuditEntry, put adapters.BlobPut) error {
+	if _, err := a.store.PutBlob(context.WithoutCancel(ctx), put.Key, 0, put.Data); err != nil {
+		return a.failed(entries, put.Key, err)
 	}
 	return nil
+}
+
+// failed counts and logs entries not written under key.
+func (a *Audit) failed(entries []AuditEntry, key string, err error) error {
+	a.Failures.Add(uint64(len(entries)))
+	a.log.Error("audit entry not written", "entry", entries[0].What, "event", entries[0].Event, "entries", len(entries), "err", err)
+	return fmt.Errorf("driver: writing audit entry %s: %w", key, err)
 }
 
 // decodeAuditBlob reads an audit blob: one entry (an object) or a step's batch (an array
@@ -255,17 +272,20 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // answered with nothing (the run is being stopped).
 //
 // The exec entry is written before the command runs (its write is the store-kept lease's
-// check). Under Run the exec entries of one step are written together, in one store write
-// (one fsync on bbolt, not one per command), after the step's snapshot is saved and before
-// any of its commands is started: every write of the pause waits on each step's writes, and
-// a step of N commands paid N+1 fsyncs in series on bbolt, which serializes them. A command
-// the step's write did not cover (it failed, or Execute is called outside Run) writes its
-// own entry first, as before; one whose step write the store refused for the lease is not
-// executed. The result entry is not in the critical path: the reply goes back to the
-// machine at once and the entry, keyed and timed as of the reply, is written beside the
-// next step's snapshot save; Run waits for every such write (Flush) before it returns. A
-// process killed in between may leave a command's exec entry without its result; the
-// machine's snapshot still has the reply.
+// check). Under Run the exec entries of one step are written together, as one blob, before
+// any of its commands is started: in the same store transaction as the step's snapshot when
+// both go to one store that batches (adapters.BlobBatcher: bbolt, memory, a GuardedStore
+// over either), so a step costs one fsync on bbolt, not one for the save and one for the
+// entries in series (nor one per command, as before that); on any other store the two are
+// written at the same time and Run waits for both. A command the step's write did not
+// cover (it failed, or Execute is called outside Run) writes its own entry first, as
+// before; one whose step write the store refused for the lease is not executed (in one
+// transaction with the snapshot, the save is refused with it and the run stops). The
+// result entry is not in the critical path: the reply goes back to the machine at once and
+// the entry, keyed and timed as of the reply, is written beside the next step's snapshot
+// save; Run waits for every such write (Flush) before it returns. A process killed in
+// between may leave a command's exec entry without its result; the machine's snapshot
+// still has the reply.
 type Audited[In, Cmd any] struct {
 	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
 	Next     Executor[In, Cmd]
@@ -299,33 +319,67 @@ func auditKey(e AuditEntry) string {
 }
 
 // stepAuditor is an executor that records a step's commands before any of them starts,
-// all at once (Audited): Run calls it after the step's snapshot save and before it starts
-// the step's commands.
+// all at once (Audited): Run asks it for the step's write after the machine's On and makes
+// that write with the step's snapshot save, before it starts the step's commands.
 type stepAuditor[Cmd any] interface {
-	auditStep(ctx context.Context, cmds []Cmd)
+	prepareStep(cmds []Cmd) (stepWrite, bool)
 }
 
-// auditStep writes the exec entries of a step's commands in one store write. With the
-// lease not held it writes nothing: Execute refuses each command and records it.
-func (x *Audited[In, Cmd]) auditStep(ctx context.Context, cmds []Cmd) {
+// stepWrite is the exec entries of a step's commands, encoded as one blob of the audit
+// log: Run writes it in one transaction with the step's snapshot when both go to one store
+// that batches (put, into store), or else alone (write) at the same time as the save. Run
+// then tells the outcome to done, before it starts any of the step's commands.
+type stepWrite struct {
+	put   adapters.BlobPut
+	store adapters.BlobStore
+	write func(ctx context.Context) error
+	done  func(err error)
+}
+
+// prepareStep encodes the exec entries of a step's commands as one blob; false when there
+// is nothing to write (no commands, or the lease is not held: Execute then refuses each
+// command and records it).
+func (x *Audited[In, Cmd]) prepareStep(cmds []Cmd) (stepWrite, bool) {
 	if len(cmds) == 0 {
-		return
+		return stepWrite{}, false
 	}
 	if x.Valid != nil {
 		if _, ok := x.Valid(); !ok {
-			return
+			return stepWrite{}, false
 		}
 	}
 	entries := make([]AuditEntry, len(cmds))
+	keys := make([]string, len(cmds))
 	for i, c := range cmds {
 		entries[i] = x.entry(c)
 		entries[i].Event = AuditExec
+		keys[i] = auditKey(entries[i])
 	}
-	keys := make([]string, len(entries))
-	for i, e := range entries {
-		keys[i] = auditKey(e)
+	put, err := x.Audit.encodeBatch(entries, time.Now())
+	if err != nil {
+		_ = x.Audit.failed(entries, put.Key, err)
+		return stepWrite{}, false // each command writes its own entry before it runs
 	}
-	err := x.write(ctx, entries, time.Now())
+	return stepWrite{put: put, store: x.Audit.store,
+		write: func(ctx context.Context) error {
+			return x.timed(entries, func() error { return x.Audit.putBatch(ctx, entries, put) })
+		},
+		done: func(err error) { x.stepWritten(keys, err) },
+	}, true
+}
+
+// auditStep writes the exec entries of a step's commands in one store write, alone (the
+// tests' way: Run writes them with the step's snapshot).
+func (x *Audited[In, Cmd]) auditStep(ctx context.Context, cmds []Cmd) {
+	if sw, ok := x.prepareStep(cmds); ok {
+		sw.done(sw.write(ctx))
+	}
+}
+
+// stepWritten records the outcome of a step's write of the exec entries keyed keys: held
+// (each command's Execute does not write its entry again), refused for the lease (none of
+// them executes), or failed otherwise (each writes its own entry before it runs).
+func (x *Audited[In, Cmd]) stepWritten(keys []string, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	mark := &x.written
@@ -333,7 +387,7 @@ func (x *Audited[In, Cmd]) auditStep(ctx context.Context, cmds []Cmd) {
 	case errors.Is(err, ErrNotLeader):
 		mark = &x.refused
 	case err != nil:
-		return // each command writes its own entry before it runs, as outside Run
+		return
 	}
 	if *mark == nil {
 		*mark = map[string]int{}
@@ -369,11 +423,16 @@ func (x *Audited[In, Cmd]) entry(c Cmd) AuditEntry {
 // write writes entries (one, or a step's exec entries) in one store write as of now, and
 // records the write in x.Timeline.
 func (x *Audited[In, Cmd]) write(ctx context.Context, entries []AuditEntry, now time.Time) error {
+	return x.timed(entries, func() error { return x.Audit.appendBatch(ctx, entries, now) })
+}
+
+// timed runs write, the write of entries, and records it in x.Timeline as a SpanAudit.
+func (x *Audited[In, Cmd]) timed(entries []AuditEntry, write func() error) error {
 	if x.Timeline == nil {
-		return x.Audit.appendBatch(ctx, entries, now)
+		return write()
 	}
 	t0 := time.Now()
-	err := x.Audit.appendBatch(ctx, entries, now)
+	err := write()
 	res := "ok"
 	if err != nil {
 		res = err.Error()

@@ -187,7 +187,7 @@ type cutoverSetup struct {
 	done  chan cutover.Done
 }
 
-func newCutoverSetup(t *testing.T) *cutoverSetup {
+func newCutoverSetup(t testing.TB) *cutoverSetup {
 	ids := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
 	f := newFleet(ids)
 	s := &cutoverSetup{fleet: f, store: memstore.New(), db: adapters.DBRef{Namespace: "ns", Database: "app"}, done: make(chan cutover.Done, 1)}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -282,11 +283,21 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 		tl.Add(Span{Kind: SpanStep, N: len(inputs), Start: t0, End: t1})
 		t0 = t1
 	}
-	if err := r.save(ctx); err != nil {
-		return err
+	var sw stepWrite
+	audit := false
+	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok && !r.draining {
+		// The step's exec entries, in one write with its snapshot, before any of its
+		// commands starts (Audited).
+		var execs []Cmd
+		for _, c := range cmds {
+			if !isTimer(c) {
+				execs = append(execs, c)
+			}
+		}
+		sw, audit = sa.prepareStep(execs)
 	}
-	if tl != nil && r.cfg.Store != nil {
-		tl.Add(Span{Kind: SpanSave, N: len(cmds), Start: t0, End: time.Now()})
+	if err := r.saveStep(ctx, sw, audit, len(cmds), t0); err != nil {
+		return err
 	}
 	if r.draining {
 		if len(cmds) > 0 {
@@ -294,21 +305,90 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 		}
 		return nil
 	}
-	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok {
-		// The step's exec entries, in one write, after its snapshot and before any of
-		// its commands starts (Audited).
-		var execs []Cmd
-		for _, c := range cmds {
-			if !isTimer(c) {
-				execs = append(execs, c)
-			}
-		}
-		sa.auditStep(ctx, execs)
-	}
 	for _, c := range cmds {
 		r.dispatch(ctx, c)
 	}
 	return nil
+}
+
+// saveStep saves the snapshot and, with audit, writes the step's exec entries sw: in one
+// transaction when both go to one store that batches (adapters.BlobBatcher: one fsync on
+// bbolt instead of two in series), else both at once. Either way both are durable when it
+// returns, so before any command of the step starts; a save that fails stops the run (with
+// the two at once, the log may then hold exec entries of commands never started, as after a
+// crash between an entry and its command). n commands follow; t0 is when the save began.
+func (r *run[In, Cmd, Snap]) saveStep(ctx context.Context, sw stepWrite, audit bool, n int, t0 time.Time) error {
+	span := func(what string) {
+		if r.cfg.Timeline != nil {
+			r.cfg.Timeline.Add(Span{Kind: SpanSave, What: what, N: n, Start: t0, End: time.Now()})
+		}
+	}
+	if r.cfg.Store == nil {
+		if audit {
+			sw.done(sw.write(ctx))
+		}
+		return nil
+	}
+	data, err := json.Marshal(r.m.Snapshot())
+	if err != nil {
+		err = fmt.Errorf("driver: encoding the snapshot of %s: %w", r.key, err)
+		if audit {
+			sw.done(err)
+		}
+		return err
+	}
+	if audit && sameStore(r.cfg.Store, sw.store) {
+		vs, err := adapters.PutBlobs(ctx, r.cfg.Store, []adapters.BlobPut{{Key: r.key, Expect: r.version, Data: data}, sw.put})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			sw.done(err)
+			if err != nil {
+				return r.saveError(err)
+			}
+			r.version = vs[0]
+			span("snapshot and exec entries")
+			return nil
+		}
+	}
+	var audited chan error
+	if audit {
+		audited = make(chan error, 1)
+		go func() { audited <- sw.write(context.WithoutCancel(ctx)) }()
+	}
+	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
+	if err == nil {
+		r.version = v
+		span("snapshot")
+	}
+	if audit {
+		sw.done(<-audited)
+	}
+	if err != nil {
+		return r.saveError(err)
+	}
+	return nil
+}
+
+// saveError is the error of a snapshot save that failed.
+func (r *run[In, Cmd, Snap]) saveError(err error) error {
+	if errors.Is(err, adapters.ErrConflict) {
+		return fmt.Errorf("driver: another driver saved %s (stop one of them): %w", r.key, err)
+	}
+	return fmt.Errorf("driver: saving the snapshot %s; stopping before executing its commands: %w", r.key, err)
+}
+
+// sameStore reports whether a and b write to one store: the same store, or a GuardedStore
+// over the other (a controller saves its snapshots through its guarded store and, on a
+// lease kept by compare-and-set, writes its audit log straight to the store).
+func sameStore(a, b adapters.BlobStore) bool {
+	base := func(s adapters.BlobStore) adapters.BlobStore {
+		if g, ok := s.(GuardedStore); ok {
+			return g.Store
+		}
+		return s
+	}
+	a, b = base(a), base(b)
+	t := reflect.TypeOf(a)
+	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // isTimer reports whether c sets or cancels a timer (Run keeps those itself).
@@ -318,25 +398,6 @@ func isTimer(c any) bool {
 		return true
 	}
 	return false
-}
-
-func (r *run[In, Cmd, Snap]) save(ctx context.Context) error {
-	if r.cfg.Store == nil {
-		return nil
-	}
-	data, err := json.Marshal(r.m.Snapshot())
-	if err != nil {
-		return fmt.Errorf("driver: encoding the snapshot of %s: %w", r.key, err)
-	}
-	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
-	if err != nil {
-		if errors.Is(err, adapters.ErrConflict) {
-			return fmt.Errorf("driver: another driver saved %s (stop one of them): %w", r.key, err)
-		}
-		return fmt.Errorf("driver: saving the snapshot %s; stopping before executing its commands: %w", r.key, err)
-	}
-	r.version = v
-	return nil
 }
 
 func (r *run[In, Cmd, Snap]) dispatch(ctx context.Context, c Cmd) {

@@ -556,6 +556,22 @@ func (g GuardedStore) PutBlob(ctx context.Context, key string, expect uint64, da
 	return v, fenced(err)
 }
 
+// PutBlobs implements adapters.BlobBatcher, refused without the lease: every put in one
+// transaction of the store it writes through, or an error matching errors.ErrUnsupported
+// when that store cannot batch (nothing is written then).
+func (g GuardedStore) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	what := "a batch of no blobs"
+	if len(puts) > 0 {
+		what = fmt.Sprintf("the write of %s and %d more", puts[0].Key, len(puts)-1)
+	}
+	w, err := g.check(what)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := adapters.PutBlobs(ctx, w, puts)
+	return vs, fenced(err)
+}
+
 // DeleteBlob implements adapters.BlobStore, refused without the lease.
 func (g GuardedStore) DeleteBlob(ctx context.Context, key string, expect uint64) error {
 	w, err := g.check("the delete of " + key)

@@ -140,6 +140,11 @@ func TestLeaseLostOnConflict(t *testing.T) {
 	g := GuardedStore{Store: store, Lease: a}
 	_, err = g.PutBlob(t.Context(), "machine/x/y", 0, []byte("s"))
 	require.NoError(t, err, "the holder's writes pass")
+	vs, err := g.PutBlobs(t.Context(), []adapters.BlobPut{{Key: "machine/x/z", Data: []byte("s")}, {Key: "audit/1/a", Data: []byte("e")}})
+	require.NoError(t, err, "the holder's batches pass, in one transaction of the store")
+	require.Len(t, vs, 2)
+	_, err = GuardedStore{Store: unbatched{store}, Lease: a}.PutBlobs(t.Context(), []adapters.BlobPut{{Key: "audit/1/b"}})
+	require.ErrorIs(t, err, errors.ErrUnsupported, "a store that writes one blob at a time cannot batch through the guard")
 
 	b, err := store.GetBlob(t.Context(), DefaultLeaseKey)
 	require.NoError(t, err)
@@ -154,6 +159,10 @@ func TestLeaseLostOnConflict(t *testing.T) {
 	}
 	_, err = g.PutBlob(t.Context(), "machine/x/y", 1, []byte("s2"))
 	require.ErrorIs(t, err, ErrNotLeader, "a deposed controller's step is refused")
+	_, err = g.PutBlobs(t.Context(), []adapters.BlobPut{{Key: "machine/x/z", Expect: vs[0], Data: []byte("s2")}, {Key: "audit/1/c", Data: []byte("e")}})
+	require.ErrorIs(t, err, ErrNotLeader, "a deposed controller's batch is refused")
+	_, err = store.GetBlob(t.Context(), "audit/1/c")
+	require.ErrorIs(t, err, adapters.ErrNotFound, "and nothing of it written")
 	_, err = g.CAS(t.Context(), adapters.DBRef{Namespace: "ns", Database: "app"}, 0, nil)
 	require.ErrorIs(t, err, ErrNotLeader)
 }
@@ -180,6 +189,30 @@ func TestLeaseStoreDownEndsTenure(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Hold did not report the lost lease")
 	}
+}
+
+// unbatched is a store that writes one blob at a time (its BlobBatcher hidden).
+type unbatched struct{ guardedBackend }
+
+// TestSameStore: Run writes a step's snapshot and exec entries in one transaction only when
+// both go to one store: the same one, or a GuardedStore over the other.
+func TestSameStore(t *testing.T) {
+	a, b := memstore.New(), memstore.New()
+	g := GuardedStore{Store: a}
+	require.True(t, sameStore(a, a))
+	require.True(t, sameStore(g, a))
+	require.True(t, sameStore(a, g))
+	require.True(t, sameStore(g, GuardedStore{Store: a}))
+	require.False(t, sameStore(a, b))
+	require.False(t, sameStore(g, b))
+	require.False(t, sameStore(unbatched{a}, a), "a wrapper is another store")
+	require.False(t, sameStore(sliceStore{a, nil}, sliceStore{a, nil}), "an incomparable store is never the same (and does not panic)")
+	require.False(t, sameStore(nil, a))
+}
+
+type sliceStore struct {
+	*memstore.Store
+	tags []string
 }
 
 type flaky struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,99 +92,175 @@ func (x *savedBeforeExec) Execute(ctx context.Context, c cutover.Command) (cutov
 // TestCommandsRunAfterTheirStepIsSavedAndAudited: through Run and an Audited executor, every
 // command of a whole cutover starts only once the snapshot of the step that issued it is
 // saved (a driver killed at that instant would re-issue it) and its exec entry is in the
-// audit log, though the exec entries of a step are now written together, in one store
-// write after the save: the number of exec writes is at most the number of saves.
+// audit log, though the exec entries of a step are written together, in one store write:
+// on a store that batches (adapters.BlobBatcher) in the same transaction as the step's
+// snapshot, so a step costs one write; on one that does not, at the same time as the save.
 func TestCommandsRunAfterTheirStepIsSavedAndAudited(t *testing.T) {
-	s := newCutoverSetup(t)
-	blobs := &countingBlobs{Store: memstore.New()}
-	tok := driver.Token{Holder: "test", Epoch: 1}
-	check := &savedBeforeExec{t: t, store: blobs, next: s.exec}
-	audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: check,
-		Audit: driver.NewAudit(blobs, func() driver.Token { return tok }, quiet)}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	require.NoError(t, driver.Run(ctx, driver.Cutover(audited),
-		driver.Config[cutover.Input]{ID: "ns/app", Store: blobs, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start)))
-	require.Equal(t, cutover.Finalized, (<-s.done).Outcome)
-	require.Greater(t, check.n.Load(), int64(20), "a whole cutover's commands were checked")
-	require.Empty(t, check.bad, "commands that started before their step was saved and audited")
+	for _, batching := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			s := newCutoverSetup(t)
+			mem := memstore.New()
+			blobs := &countingBlobs{BlobStore: mem, mem: mem}
+			var store adapters.BlobStore = blobs
+			if batching {
+				store = batchingBlobs{blobs}
+			}
+			tok := driver.Token{Holder: "test", Epoch: 1}
+			check := &savedBeforeExec{t: t, store: store, next: s.exec}
+			audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: check,
+				Audit: driver.NewAudit(store, func() driver.Token { return tok }, quiet)}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			require.NoError(t, driver.Run(ctx, driver.Cutover(audited),
+				driver.Config[cutover.Input]{ID: "ns/app", Store: store, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start)))
+			require.Equal(t, cutover.Finalized, (<-s.done).Outcome)
+			require.Greater(t, check.n.Load(), int64(20), "a whole cutover's commands were checked")
+			require.Empty(t, check.bad, "commands that started before their step was saved and audited")
 
-	entries, err := driver.ReadAudit(ctx, blobs, driver.AuditFilter{Machine: "cutover"})
-	require.NoError(t, err)
-	execs := 0
-	for _, e := range entries {
-		if e.Event == driver.AuditExec {
-			execs++
-		}
+			entries, err := driver.ReadAudit(ctx, store, driver.AuditFilter{Machine: "cutover"})
+			require.NoError(t, err)
+			execs := 0
+			for _, e := range entries {
+				if e.Event == driver.AuditExec {
+					execs++
+				}
+			}
+			require.EqualValues(t, check.n.Load(), execs, "one exec entry per command")
+			w := blobs.writes()
+			require.Less(t, w.exec, execs, "some step's exec entries share one write")
+			require.LessOrEqual(t, w.exec, w.saves, "at most one exec write per step (each step saves once)")
+			if batching {
+				require.Equal(t, w.exec, w.shared, "every step's exec entries are in its snapshot's transaction")
+				require.Zero(t, w.alone, "no write of exec entries of its own")
+			} else {
+				require.Zero(t, w.shared)
+				require.Equal(t, w.exec, w.alone)
+			}
+		})
 	}
-	require.EqualValues(t, check.n.Load(), execs, "one exec entry per command")
-	saves, execWrites := blobs.writes()
-	require.Less(t, execWrites, execs, "some step's exec entries share one write")
-	require.LessOrEqual(t, execWrites, saves, "at most one exec write per step (each step saves once)")
 }
 
-// countingBlobs counts the snapshot saves and the audit writes holding exec entries.
+// countingBlobs counts the snapshot saves and the audit writes holding exec entries, and
+// whether each of the latter shared a transaction with a save (PutBlobs of batchingBlobs)
+// or was a write of its own. It writes one blob at a time (it is not a BlobBatcher).
 type countingBlobs struct {
-	*memstore.Store
-	mu          sync.Mutex
-	saves, exec int
+	adapters.BlobStore // a *memstore.Store, its PutBlobs hidden
+	mem                *memstore.Store
+	mu                 sync.Mutex
+	w                  blobWrites
+}
+
+type blobWrites struct{ saves, exec, shared, alone int }
+
+func (s *countingBlobs) count(key string, data []byte, withSave bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case strings.HasPrefix(key, "machine/"):
+		s.w.saves++
+	case strings.HasPrefix(key, driver.AuditPrefix) && strings.Contains(string(data), `"event":"exec"`):
+		s.w.exec++
+		if withSave {
+			s.w.shared++
+		} else {
+			s.w.alone++
+		}
+	}
 }
 
 func (s *countingBlobs) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
-	s.mu.Lock()
-	switch {
-	case strings.HasPrefix(key, "machine/"):
-		s.saves++
-	case strings.HasPrefix(key, driver.AuditPrefix) && strings.Contains(string(data), `"event":"exec"`):
-		s.exec++
-	}
-	s.mu.Unlock()
-	return s.Store.PutBlob(ctx, key, expect, data)
+	s.count(key, data, false)
+	return s.BlobStore.PutBlob(ctx, key, expect, data)
 }
 
-func (s *countingBlobs) writes() (saves, exec int) {
+func (s *countingBlobs) writes() blobWrites {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.saves, s.exec
+	return s.w
+}
+
+// batchingBlobs is countingBlobs writing batches in one transaction (memstore's PutBlobs).
+type batchingBlobs struct{ *countingBlobs }
+
+func (s batchingBlobs) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	withSave := slices.ContainsFunc(puts, func(p adapters.BlobPut) bool { return strings.HasPrefix(p.Key, "machine/") })
+	for _, p := range puts {
+		s.count(p.Key, p.Data, withSave)
+	}
+	return s.mem.PutBlobs(ctx, puts)
 }
 
 // refusingAudit is a store whose audit writes are refused for the lease, as a GuardedStore
-// on a store-kept lease refuses a deposed controller's.
-type refusingAudit struct{ *memstore.Store }
+// on a store-kept lease refuses a deposed controller's. It writes one blob at a time.
+type refusingAudit struct{ adapters.BlobStore }
 
 func (s refusingAudit) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
 	if strings.HasPrefix(key, driver.AuditPrefix) {
 		return 0, fmt.Errorf("store: %w", driver.ErrNotLeader)
 	}
-	return s.Store.PutBlob(ctx, key, expect, data)
+	return s.BlobStore.PutBlob(ctx, key, expect, data)
+}
+
+// refusingBatches is refusingAudit writing batches in one transaction: one holding an
+// audit entry is refused whole.
+type refusingBatches struct {
+	refusingAudit
+	mem *memstore.Store
+}
+
+func (s refusingBatches) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	for _, p := range puts {
+		if strings.HasPrefix(p.Key, driver.AuditPrefix) {
+			return nil, fmt.Errorf("store: %w", driver.ErrNotLeader)
+		}
+	}
+	return s.mem.PutBlobs(ctx, puts)
 }
 
 // TestStepAuditRefusedRunsNothing: when the store refuses a step's exec entries for the
-// lease, none of the step's commands is executed (each waits for the run to be stopped).
+// lease, none of the step's commands is executed. Written alone, beside the save, each
+// command waits for the run to be stopped; written in one transaction with the snapshot,
+// the save is refused with them and the run stops at once with ErrNotLeader.
 func TestStepAuditRefusedRunsNothing(t *testing.T) {
-	s := newCutoverSetup(t)
-	blobs := refusingAudit{memstore.New()}
-	var ran atomic.Int64
-	next := driver.ExecutorFunc[cutover.Input, cutover.Command](func(ctx context.Context, c cutover.Command) (cutover.Input, bool) {
-		ran.Add(1)
-		return s.exec.Execute(ctx, c)
-	})
-	audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: next,
-		Audit: driver.NewAudit(blobs, func() driver.Token { return driver.Token{Holder: "deposed", Epoch: 1} }, quiet)}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		errc <- driver.Run(ctx, driver.Cutover(audited),
-			driver.Config[cutover.Input]{ID: "ns/app", Store: blobs, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start))
-	}()
-	// The first step is saved; its commands are refused and wait for the run to stop.
-	require.Eventually(t, func() bool {
-		_, err := blobs.GetBlob(context.Background(), driver.SnapshotKey("cutover", "ns/app"))
-		return err == nil
-	}, 60*time.Second, time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
-	require.Zero(t, ran.Load(), "a command ran though its exec entry was refused")
+	for _, batching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			s := newCutoverSetup(t)
+			mem := memstore.New()
+			var blobs adapters.BlobStore = refusingAudit{mem}
+			if batching {
+				blobs = refusingBatches{refusingAudit{mem}, mem}
+			}
+			var ran atomic.Int64
+			next := driver.ExecutorFunc[cutover.Input, cutover.Command](func(ctx context.Context, c cutover.Command) (cutover.Input, bool) {
+				ran.Add(1)
+				return s.exec.Execute(ctx, c)
+			})
+			audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: next,
+				Audit: driver.NewAudit(blobs, func() driver.Token { return driver.Token{Holder: "deposed", Epoch: 1} }, quiet)}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				errc <- driver.Run(ctx, driver.Cutover(audited),
+					driver.Config[cutover.Input]{ID: "ns/app", Store: blobs, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start))
+			}()
+			if batching {
+				err := <-errc
+				require.ErrorIs(t, err, driver.ErrNotLeader)
+				_, err = mem.GetBlob(context.Background(), driver.SnapshotKey("cutover", "ns/app"))
+				require.ErrorIs(t, err, adapters.ErrNotFound, "the snapshot was refused with the exec entries")
+			} else {
+				// The first step is saved; its commands are refused and wait for the run to stop.
+				require.Eventually(t, func() bool {
+					_, err := mem.GetBlob(context.Background(), driver.SnapshotKey("cutover", "ns/app"))
+					return err == nil
+				}, 60*time.Second, time.Millisecond)
+				cancel()
+				require.ErrorIs(t, <-errc, context.Canceled)
+			}
+			require.Zero(t, ran.Load(), "a command ran though its exec entry was refused")
+		})
+	}
 }
 
 // newestFirstStore lists the audit log newest-first, as a store server does (EachNewest).

@@ -380,6 +380,41 @@ func (s *Store) PutBlob(ctx context.Context, key string, expect uint64, data []b
 	return version, nil
 }
 
+// PutBlobs implements adapters.BlobBatcher: every put in one transaction (one fsync), or
+// none.
+func (s *Store) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, adapters.ErrClosed
+	}
+	versions := make([]uint64, len(puts))
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBlobs)
+		if err := adapters.CheckBlobPuts(puts, func(key string) uint64 { return blobVersion(b.Get([]byte(key))) }); err != nil {
+			return err
+		}
+		for i, p := range puts {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			versions[i] = seq
+			v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(p.Data)), seq)
+			if err := b.Put([]byte(p.Key), append(v, p.Data...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	s.notify()
+	return versions, nil
+}
+
 // DeleteBlob implements adapters.BlobStore.
 func (s *Store) DeleteBlob(ctx context.Context, key string, expect uint64) error {
 	if err := ctx.Err(); err != nil {

@@ -165,6 +165,29 @@ func (s *Store) PutBlob(ctx context.Context, key string, expect uint64, data []b
 	return s.seq, nil
 }
 
+// PutBlobs implements adapters.BlobBatcher: every put under one lock, or none.
+func (s *Store) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, adapters.ErrClosed
+	}
+	if err := adapters.CheckBlobPuts(puts, func(key string) uint64 { return s.blobs[key].Version }); err != nil {
+		return nil, err
+	}
+	versions := make([]uint64, len(puts))
+	for i, p := range puts {
+		s.seq++
+		s.blobs[p.Key] = adapters.Blob{Key: p.Key, Version: s.seq, Data: slices.Clone(p.Data)}
+		versions[i] = s.seq
+	}
+	s.notifyLocked()
+	return versions, nil
+}
+
 // DeleteBlob implements adapters.BlobStore.
 func (s *Store) DeleteBlob(ctx context.Context, key string, expect uint64) error {
 	if err := ctx.Err(); err != nil {
