@@ -83,9 +83,13 @@ func TestLeaseAtMostOneHolder(t *testing.T) {
 // TestLeaseTakeoverAfterCrash: a holder that stops renewing (killed) is replaced after one
 // TTL and not before; its own validity ended before the standby's tenure began; the new
 // epoch is greater.
+// The TTL is a second, not less: with 100 ms a holder's renewal starved for 70 ms on a loaded
+// CI machine let the standby take the lease legitimately (the holder had stopped being
+// valid), and the test read that as a takeover of a renewed lease. The upper bound on the
+// takeover is as loose (a standby starved of CPU polls late), so it checks liveness only.
 func TestLeaseTakeoverAfterCrash(t *testing.T) {
 	store := memstore.New()
-	const ttl = 100 * time.Millisecond
+	const ttl = time.Second
 	a := newTestLease(t, store, "a", ttl, false)
 	b := newTestLease(t, store, "b", ttl, false)
 	ta, err := a.Acquire(t.Context())
@@ -108,7 +112,7 @@ func TestLeaseTakeoverAfterCrash(t *testing.T) {
 	require.False(t, aValid, "the old holder still believed it held the lease when the standby took it")
 	require.Greater(t, tb.Epoch, ta.Epoch)
 	require.Equal(t, "b", tb.Holder)
-	require.Less(t, took, 2*ttl+ttl/4, "takeover within one TTL after the last renewal (plus a poll)")
+	require.Less(t, took, 5*ttl, "takeover about one TTL after the last renewal (plus a poll; loose for a loaded machine)")
 }
 
 // TestLeaseReleaseHandsOverAtOnce: a graceful stop releases, and the standby does not wait.
