@@ -1,6 +1,7 @@
 package configpush_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,6 +31,7 @@ type fleet struct {
 	issued   []configpush.Command // every command but timers and outcomes, in order
 	outcomes []configpush.Outcome
 	events   []machine.SpecEvent
+	sets     []configpush.SetTimer // every timer set, in order
 	fail     func(configpush.Command) bool // the instance or store answers with an error
 	silent   func(configpush.Command) bool // no answer ever comes
 }
@@ -48,6 +50,7 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 		switch c := c.(type) {
 		case configpush.SetTimer:
 			f.timers[c.ID] = c.At
+			f.sets = append(f.sets, c)
 		case configpush.CancelTimer:
 			delete(f.timers, c.ID)
 		case configpush.Outcome:
@@ -304,4 +307,59 @@ func TestReplacedWriteIsWaitedFor(t *testing.T) {
 			require.Equal(t, tc.next.Generation, f.last().Generation)
 		})
 	}
+}
+
+// Zero Options take the defaults, shown by what the machine does: a 10 s deadline per
+// attempt, retries 500 ms after the first failure, doubling up to 10 s, and 5 attempts.
+func TestZeroOptionsTakeTheDefaults(t *testing.T) {
+	f := newFleet(t)
+	f.rng = nil // no jitter: the delays are exact
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.m = configpush.New(configpush.Options{MaxAttempts: 7})
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	var deadlines, delays []int64
+	for i, s := range f.sets {
+		if i%2 == 0 {
+			deadlines = append(deadlines, s.At)
+		} else {
+			delays = append(delays, s.At-deadlines[len(deadlines)-1]+10_000)
+		}
+	}
+	require.Len(t, deadlines, 7)
+	require.Equal(t, []int64{500, 1000, 2000, 4000, 8000, 10_000}, delays, "each retry's delay after the failed attempt")
+	require.EqualValues(t, 1000+10_000, deadlines[0], "the first attempt's deadline")
+
+	f = newFleet(t)
+	f.m = configpush.New(configpush.Options{})
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	require.Equal(t, 5, count(f.issued, anyCmd[configpush.WriteFiles]))
+}
+
+// A push restored after it ended has no files (the snapshot keeps only their digest). When
+// the same push comes again to retry a stuck instance, the instance is reloaded with the
+// pushed files, not with none.
+func TestRestoredPushRetriesWithTheFiles(t *testing.T) {
+	f := newFleet(t)
+	f.fail = func(c configpush.Command) bool { r, ok := c.(configpush.Reload); return ok && r.Instance == "b" }
+	f.on(push(4, filesFor(4), "a", "b"))
+	f.settle()
+	require.Equal(t, []string{"b"}, f.last().Stuck)
+	b, err := json.Marshal(f.m.Snapshot())
+	require.NoError(t, err)
+	var s configpush.Snapshot
+	require.NoError(t, json.Unmarshal(b, &s))
+	f.m, err = configpush.Restore(s, propOpts)
+	require.NoError(t, err)
+	f.fail = func(configpush.Command) bool { return false }
+	before := len(f.issued)
+	f.on(push(4, filesFor(4), "a", "b"))
+	f.settle()
+	added := f.issued[before:]
+	require.Equal(t, 1, count(added, func(c configpush.Reload) bool {
+		return c.Instance == "b" && c.Files.Digest() == filesFor(4).Digest() && len(c.Files) > 0
+	}))
+	require.ElementsMatch(t, []string{"a", "b"}, f.last().Confirmed)
 }
