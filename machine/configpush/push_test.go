@@ -31,7 +31,7 @@ type fleet struct {
 	issued   []configpush.Command // every command but timers and outcomes, in order
 	outcomes []configpush.Outcome
 	events   []machine.SpecEvent
-	sets     []configpush.SetTimer // every timer set, in order
+	sets     []configpush.SetTimer         // every timer set, in order
 	fail     func(configpush.Command) bool // the instance or store answers with an error
 	silent   func(configpush.Command) bool // no answer ever comes
 }
