@@ -46,6 +46,8 @@ func (f *fleet) Emit(e machine.SpecEvent) { f.events = append(f.events, e) }
 // on feeds one input and returns the commands it issued (timers and outcomes kept aside).
 func (f *fleet) on(in configpush.Input) []configpush.Command {
 	var cmds []configpush.Command
+	seen := len(f.events)
+	defer func() { f.okSaysWhatHappened(in, f.events[seen:]) }()
 	for _, c := range f.m.On(&machine.Ctx{Now: f.now, Rand: f.rng, Trace: f}, in) {
 		switch c := c.(type) {
 		case configpush.SetTimer:
@@ -62,6 +64,27 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 	f.issued = append(f.issued, cmds...)
 	f.pending = append(f.pending, cmds...)
 	return cmds
+}
+
+// okSaysWhatHappened: the trace's ok field of the event an answer makes is whether that
+// answer succeeded (the spec's trace checks read it).
+func (f *fleet) okSaysWhatHappened(in configpush.Input, events []machine.SpecEvent) {
+	var err error
+	switch in := in.(type) {
+	case configpush.FilesWritten:
+		err = in.Err
+	case configpush.Reloaded:
+		err = in.Err
+	case configpush.Observed:
+		err = in.Err
+	default:
+		return
+	}
+	for _, e := range events {
+		if i := slices.IndexFunc(e.Fields, func(x machine.Field) bool { return x.Key == "ok" }); i >= 0 {
+			require.Equal(f.t, machine.B("ok", err == nil), e.Fields[i], "%s after %+v", e.Action, in)
+		}
+	}
 }
 
 func (f *fleet) answer(c configpush.Command) configpush.Input {
@@ -300,6 +323,7 @@ func TestReplacedWriteIsWaitedFor(t *testing.T) {
 			require.Empty(t, f.on(configpush.FilesWritten{Step: old.Step, Attempt: old.Attempt + 1}))
 			f.now++ // well before the old write's deadline
 			got := f.on(configpush.FilesWritten{Step: old.Step, Attempt: old.Attempt})
+			require.EqualValues(t, 4, f.m.Snapshot().Written, "the replaced write landed: generation 4's files are written")
 			require.Equal(t, 1, count(got, func(c configpush.WriteFiles) bool { return c.Files.Digest() == tc.next.Files.Digest() }))
 			f.pending = got
 			f.settle()
@@ -362,4 +386,15 @@ func TestRestoredPushRetriesWithTheFiles(t *testing.T) {
 		return c.Instance == "b" && c.Files.Digest() == filesFor(4).Digest() && len(c.Files) > 0
 	}))
 	require.ElementsMatch(t, []string{"a", "b"}, f.last().Confirmed)
+}
+
+// A replaced write that fails wrote nothing: the machine does not count its generation as
+// written, and the queued write goes at once.
+func TestReplacedWriteThatFailsWroteNothing(t *testing.T) {
+	f := newFleet(t)
+	old := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
+	f.on(push(5, filesFor(5), "a"))
+	got := f.on(configpush.FilesWritten{Step: old.Step, Attempt: old.Attempt, Err: errors.New("disk full")})
+	require.Zero(t, f.m.Snapshot().Written)
+	require.Equal(t, 1, count(got, func(c configpush.WriteFiles) bool { return c.Generation == 5 }))
 }
