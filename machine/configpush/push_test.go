@@ -398,3 +398,23 @@ func TestReplacedWriteThatFailsWroteNothing(t *testing.T) {
 	require.Zero(t, f.m.Snapshot().Written)
 	require.Equal(t, 1, count(got, func(c configpush.WriteFiles) bool { return c.Generation == 5 }))
 }
+
+// A push superseded while its instances are being reloaded leaves no timer of its own
+// armed: the driver is not asked to wake the machine for a push that ended.
+func TestSupersededPushLeavesNoTimer(t *testing.T) {
+	f := newFleet(t)
+	f.silent = func(c configpush.Command) bool { _, ok := c.(configpush.Reload); return ok }
+	f.on(push(4, filesFor(4), "a", "b"))
+	f.pending = slices.DeleteFunc(f.pending, func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return !ok })
+	f.on(f.answer(f.pending[0])) // files written: a and b are being reloaded
+	f.pending = nil
+	require.Contains(t, f.timers, "g4/instance/a")
+	f.silent = func(configpush.Command) bool { return false }
+	f.on(push(5, filesFor(5), "a", "b"))
+	for id := range f.timers {
+		require.NotContains(t, id, "g4/", "timer %s of the superseded push still armed", id)
+	}
+	f.settle()
+	require.ElementsMatch(t, []string{"a", "b"}, f.last().Confirmed)
+	require.EqualValues(t, 5, f.last().Generation)
+}
