@@ -418,3 +418,13 @@ func TestSupersededPushLeavesNoTimer(t *testing.T) {
 	require.ElementsMatch(t, []string{"a", "b"}, f.last().Confirmed)
 	require.EqualValues(t, 5, f.last().Generation)
 }
+
+// A Push is logged by its record's version (none: 0), never by its files' contents; a Push
+// without a record, which the machine refuses, can be logged too.
+func TestPushLogValue(t *testing.T) {
+	p := push(4, filesFor(4), "a")
+	require.Contains(t, p.LogValue().String(), "version=40")
+	require.NotContains(t, p.LogValue().String(), "# 4")
+	p.Record = nil
+	require.Contains(t, p.LogValue().String(), "version=0")
+}
