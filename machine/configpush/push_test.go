@@ -428,3 +428,15 @@ func TestPushLogValue(t *testing.T) {
 	p.Record = nil
 	require.Contains(t, p.LogValue().String(), "version=0")
 }
+
+// Every attempt waits StepTimeout for its answer: the files write's deadline and then each
+// instance's are StepTimeout after the command went out.
+func TestAttemptsWaitTheirStepTimeout(t *testing.T) {
+	f := newFleet(t)
+	write := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
+	require.Equal(t, f.now+propOpts.StepTimeout.Milliseconds(), f.timers[write.Step])
+	f.now += 250
+	reload := f.on(configpush.FilesWritten{Step: write.Step, Attempt: write.Attempt})
+	require.Equal(t, 1, count(reload, anyCmd[configpush.Reload]))
+	require.Equal(t, f.now+propOpts.StepTimeout.Milliseconds(), f.timers["g4/instance/a"])
+}
