@@ -440,3 +440,43 @@ func TestAttemptsWaitTheirStepTimeout(t *testing.T) {
 	require.Equal(t, 1, count(reload, anyCmd[configpush.Reload]))
 	require.Equal(t, f.now+propOpts.StepTimeout.Milliseconds(), f.timers["g4/instance/a"])
 }
+
+// A reply is taken for the attempt it answers: a late failure of an attempt that timed out
+// says nothing of the retry in flight; a late success of it does (the same write landed);
+// a repeated success changes nothing; and after rotated files are pushed, a late success of
+// the old files' write is not taken for the new one (its instances would be reloaded with
+// files never written).
+func TestRepliesMatchTheirAttempt(t *testing.T) {
+	timedOut := func(t *testing.T) (*fleet, configpush.WriteFiles) {
+		f := newFleet(t)
+		first := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
+		f.now = f.timers[first.Step]
+		f.on(configpush.TimerFired{ID: first.Step}) // attempt 1 timed out: backoff
+		f.now = f.timers[first.Step]
+		retry := f.on(configpush.TimerFired{ID: first.Step})
+		require.Equal(t, 1, count(retry, func(c configpush.WriteFiles) bool { return c.Attempt == 2 }))
+		return f, first
+	}
+	t.Run("late failure", func(t *testing.T) {
+		f, first := timedOut(t)
+		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: 1, Err: errors.New("late")}))
+		require.Equal(t, configpush.StepAwaiting, f.m.Snapshot().Push.FilesStep.State, "attempt 2 still awaited")
+	})
+	t.Run("late success", func(t *testing.T) {
+		f, first := timedOut(t)
+		got := f.on(configpush.FilesWritten{Step: first.Step, Attempt: 1})
+		require.Equal(t, 1, reloadsOf(got, "a"))
+		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: 2}), "a second success changes nothing")
+		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: 1}), "nor a repeated one")
+	})
+	t.Run("old files", func(t *testing.T) {
+		f := newFleet(t)
+		first := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
+		f.pending = nil
+		f.on(configpush.FilesWritten{Step: first.Step, Attempt: first.Attempt})
+		f.settle()
+		next := f.on(push(4, rotated(4), "a"))
+		require.Equal(t, 1, count(next, anyCmd[configpush.WriteFiles]))
+		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: first.Attempt}), "the old files' write answered again")
+	})
+}
