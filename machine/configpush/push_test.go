@@ -469,6 +469,15 @@ func TestRepliesMatchTheirAttempt(t *testing.T) {
 		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: 2}), "a second success changes nothing")
 		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: 1}), "nor a repeated one")
 	})
+	t.Run("success during backoff", func(t *testing.T) {
+		f := newFleet(t)
+		first := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
+		f.now = f.timers[first.Step]
+		f.on(configpush.TimerFired{ID: first.Step}) // attempt 1 timed out: backoff
+		require.Equal(t, configpush.StepBackoff, f.m.Snapshot().Push.FilesStep.State)
+		got := f.on(configpush.FilesWritten{Step: first.Step, Attempt: 1}) // it landed after all
+		require.Equal(t, 1, reloadsOf(got, "a"), "the files are written: no need to wait out the backoff")
+	})
 	t.Run("old files", func(t *testing.T) {
 		f := newFleet(t)
 		first := f.on(push(4, filesFor(4), "a"))[0].(configpush.WriteFiles)
