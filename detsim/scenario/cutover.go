@@ -332,8 +332,12 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 		CatchUpDeadline: 60_000,
 		RetryAfter:      int64(s.Param("retry_after_ms", []int{100, 500}[s.Intn(2)])),
 		Attempts:        s.Param("attempts", 2+s.Intn(3)),
-		Grace:           int64(s.Param("grace_ms", []int{500, 5000}[s.Intn(2)])),
-		Mutants:         cutoverMutants(mutant),
+		// The grace must outlast a statement still travelling to a retired shard (see
+		// cutover.Options.Grace): here the call timeout, past which the network drops a
+		// request a router sent. Shorter is a misconfiguration the held window shows losing
+		// a write (MutantNoGrace), not a run of the machine as configured.
+		Grace:   int64(s.Param("grace_ms", []int{int(s.Options().Net.CallTimeout) + 500, 5000}[s.Intn(2)])),
+		Mutants: cutoverMutants(mutant),
 	}
 	mutantOptions := func() {
 		switch mutant {

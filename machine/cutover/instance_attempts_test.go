@@ -10,19 +10,17 @@ import (
 	"loam.dev/router/machine/cutover"
 )
 
-// pauseWithDown drives a cutover to its pause with pgdog-3 down (every Pause and Reload to
-// it fails, everything else succeeds) and returns how many Pause and Reload commands
-// pgdog-3 was sent, the retry timers set while the pause was open, and the end.
-func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTimers int, done cutover.Done) {
+// drive runs a cutover of fixture() with plan to its Done. seen sees every command first;
+// reply answers one (nil: the default, a success: the copy is task 7, replicating with lag 1,
+// and the instance lists it finished and the stream, task 8, replicating). Timers fire when
+// nothing else is queued.
+func drive(t *testing.T, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	m := cutover.New()
 	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
-	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 3, Grace: 10, FinalizeAfter: 10, InstanceAttempts: instanceAttempts}
 	rec := fixture()
-	queue := m.On(ctx, cutover.Start{Record: rec, Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"},
-		Role: "app", Publication: "app_pub", Options: opts}})
-	version, paused, resumed := rec.Version, false, false
+	queue := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
+	version := rec.Version
 	timers := map[string]int64{}
-	down := errors.New("unreachable")
 	for steps := 0; steps < 10_000; steps++ {
 		var in cutover.Input
 		if len(queue) == 0 {
@@ -39,58 +37,79 @@ func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTi
 		} else {
 			c := queue[0]
 			queue = queue[1:]
+			seen(c)
 			switch c := c.(type) {
 			case cutover.Done:
-				return pauses, reloads, retryTimers, c
+				return c
 			case cutover.SetTimer:
 				timers[c.ID] = c.At
-				if paused && !resumed {
-					retryTimers++
-				}
 				continue
 			case cutover.CancelTimer:
 				delete(timers, c.ID)
 				continue
 			case cutover.Alert:
 				continue
-			case cutover.WriteRecord:
-				version++
-				in = cutover.RecordWritten{Step: c.Step, Version: version}
-			case cutover.CopyData:
-				in = cutover.CopyStarted{Step: c.Step, Task: 7}
-			case cutover.PollCopy:
-				in = cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: cutover.TaskReplicating}, LagBytes: 1}
-			case cutover.ListTasks:
-				in = cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskFinished}, {ID: 8, State: cutover.TaskReplicating}}}
-			case cutover.Pause:
-				paused = true
-				var err error
-				if c.Instance == "pgdog-3" {
-					pauses++
-					err = down
+			}
+			if in = reply(c); in == nil {
+				switch c := c.(type) {
+				case cutover.WriteRecord:
+					version++
+					in = cutover.RecordWritten{Step: c.Step, Version: version}
+				case cutover.CopyData:
+					in = cutover.CopyStarted{Step: c.Step, Task: 7}
+				case cutover.PollCopy:
+					in = cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: cutover.TaskReplicating}, LagBytes: 1}
+				case cutover.ListTasks:
+					in = cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskFinished}, {ID: 8, State: cutover.TaskReplicating}}}
+				default:
+					in = cutover.Reply{Step: stepOf(c)}
 				}
-				in = cutover.Reply{Step: c.Step, Err: err}
-			case cutover.Reload:
-				var err error
-				if c.Instance == "pgdog-3" {
-					reloads++
-					err = down
-				}
-				in = cutover.Reply{Step: c.Step, Err: err}
-			case cutover.Resume:
-				if c.Instance != "pgdog-3" {
-					resumed = true
-				}
-				in = cutover.Reply{Step: c.Step}
-			default:
-				in = cutover.Reply{Step: stepOf(c)}
 			}
 		}
 		ctx.Now++
 		queue = append(queue, m.On(ctx, in)...)
 	}
 	t.Fatal("the cutover did not end")
-	return
+	return cutover.Done{}
+}
+
+// pauseWithDown drives a cutover to its pause with pgdog-3 down (every Pause and Reload to
+// it fails, everything else succeeds) and returns how many Pause and Reload commands
+// pgdog-3 was sent, the retry timers set while the pause was open, and the end.
+func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTimers int, done cutover.Done) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 3, Grace: 10, FinalizeAfter: 10, InstanceAttempts: instanceAttempts}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub", Options: opts}
+	paused, resumed := false, false
+	down := errors.New("unreachable")
+	done = drive(t, plan, func(c cutover.Command) {
+		if _, ok := c.(cutover.SetTimer); ok && paused && !resumed {
+			retryTimers++
+		}
+	}, func(c cutover.Command) cutover.Input {
+		switch c := c.(type) {
+		case cutover.Pause:
+			paused = true
+			var err error
+			if c.Instance == "pgdog-3" {
+				pauses++
+				err = down
+			}
+			return cutover.Reply{Step: c.Step, Err: err}
+		case cutover.Reload:
+			var err error
+			if c.Instance == "pgdog-3" {
+				reloads++
+				err = down
+			}
+			return cutover.Reply{Step: c.Step, Err: err}
+		case cutover.Resume:
+			if c.Instance != "pgdog-3" {
+				resumed = true
+			}
+		}
+		return nil
+	})
+	return pauses, reloads, retryTimers, done
 }
 
 // TestInstanceAttempts: with InstanceAttempts 1 an instance that does not answer the pause
