@@ -120,6 +120,43 @@ func TestCorruptAndBadCalls(t *testing.T) {
 	s = fencing.Snapshot{keys.NewLease: {Value: "nocolon", ExpiresAt: 9}}
 	_, err = fencing.Apply(s, keys, 0, fencing.Call{Version: fencing.C, Op: fencing.Acquire, Owner: "p", TTL: 1}, fencing.NoMutant)
 	require.ErrorIs(t, err, fencing.ErrCorrupt)
+	// An acquire without a positive TTL would write a lease that never expires (PX 0 is an
+	// error on the server): refused before anything is written, for every version.
+	for _, v := range fencing.Versions {
+		for _, ttl := range []int64{0, -1} {
+			s = fencing.Snapshot{}
+			_, err = fencing.Apply(s, keys, 0, fencing.Call{Version: v, Op: fencing.Acquire, Owner: "p", TTL: ttl}, fencing.NoMutant)
+			require.ErrorIs(t, err, fencing.ErrBadCall, "version %s ttl %d", v, ttl)
+			require.Empty(t, s, "a refused call writes nothing")
+		}
+	}
+	// The scripts never write a lease without an owner (acquire refuses one), so ":<gen>" is
+	// corrupt, not a lease some pod holds.
+	_, err = fencing.ParseLease(fencing.New, ":7")
+	require.ErrorIs(t, err, fencing.ErrCorrupt)
+	// Counters are exact up to 2^53 (the scripts' Lua numbers): that one is read, the next
+	// is corrupt.
+	for v, ok := range map[string]bool{"9007199254740992": true, "9007199254740993": false} {
+		s = fencing.Snapshot{keys.OldGeneration: {Value: v}}
+		_, err = fencing.Apply(s, keys, 0, fencing.Call{Op: fencing.Backfill}, fencing.NoMutant)
+		if ok {
+			require.NoError(t, err, v)
+			require.Equal(t, v, s[keys.NewGeneration].Value)
+		} else {
+			require.ErrorIs(t, err, fencing.ErrCorrupt, v)
+		}
+	}
+}
+
+// TestMutantNames: each mutant has its own name (the name a test or a replay command shows),
+// the correct protocol's is "none".
+func TestMutantNames(t *testing.T) {
+	seen := map[string]fencing.Mutant{}
+	for _, m := range []fencing.Mutant{fencing.NoMutant, fencing.M1, fencing.M2, fencing.M3, fencing.M4, fencing.M5} {
+		require.NotContains(t, seen, m.String(), "%d and %d share a name", seen[m.String()], m)
+		seen[m.String()] = m
+	}
+	require.Equal(t, "none", fencing.NoMutant.String())
 }
 
 // TestBackfillIdempotent: on any state, backfilling twice equals backfilling once.

@@ -36,6 +36,21 @@ func BenchmarkKeys(b *testing.B) {
 	}
 }
 
+// TestNamingValidateAccepts: layouts other than Buzz's that keep what the migration relies
+// on are accepted, e.g. new keys that start with their hash tag.
+func TestNamingValidateAccepts(t *testing.T) {
+	for _, n := range []fencing.Naming{
+		{OldLease: "<community>:<session>:lease", OldGeneration: "<community>:<session>:gen",
+			NewLease: "{<community>:<session>}:lease", NewGeneration: "{<community>:<session>}:gen"},
+		{OldLease: "l:<session>@<community>", OldGeneration: "g:<session>@<community>",
+			NewLease: "t{<session>@<community>}l", NewGeneration: "t{<session>@<community>}g"},
+	} {
+		require.NoError(t, n.Validate(), "%+v", n)
+		k := n.Keys(fencing.Session{Community: "acme", ID: "s1"})
+		require.Equal(t, fencing.Slot(k.NewLease), fencing.Slot(k.NewGeneration))
+	}
+}
+
 func TestNamingValidateRejects(t *testing.T) {
 	good := fencing.Buzz
 	cases := map[string]func(n *fencing.Naming){
