@@ -2,6 +2,7 @@ package fencing_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,13 @@ func TestKeysCopiesIDsLiterally(t *testing.T) {
 	k := fencing.Buzz.Keys(fencing.Session{Community: "<session>", ID: "<community>"})
 	require.Equal(t, "buzz:<session>:tunnel:<community>:lease", k.OldLease)
 	require.Equal(t, "buzz:tunnel:{<session>:<community>}:generation", k.NewGeneration)
+	// Ids longer than the templates (a UUID community, a long session token) expand whole.
+	long := strings.Repeat("c", 200)
+	for _, s := range []fencing.Session{{Community: long, ID: "s"}, {Community: "a", ID: long}, {Community: long, ID: long}} {
+		k := fencing.Buzz.Keys(s)
+		require.Equal(t, "buzz:"+s.Community+":tunnel:"+s.ID+":lease", k.OldLease)
+		require.Equal(t, "buzz:tunnel:{"+s.Community+":"+s.ID+"}:generation", k.NewGeneration)
+	}
 }
 
 func BenchmarkKeys(b *testing.B) {
