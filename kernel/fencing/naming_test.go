@@ -50,12 +50,20 @@ func TestNamingValidateAccepts(t *testing.T) {
 	for _, n := range []fencing.Naming{
 		{OldLease: "<community>:<session>:lease", OldGeneration: "<community>:<session>:gen",
 			NewLease: "{<community>:<session>}:lease", NewGeneration: "{<community>:<session>}:gen"},
-		{OldLease: "l:<session>@<community>", OldGeneration: "g:<session>@<community>",
+		{OldLease: "<session>@<community>:l", OldGeneration: "g:<session>@<community>",
 			NewLease: "t{<session>@<community>}l", NewGeneration: "t{<session>@<community>}g"},
 	} {
 		require.NoError(t, n.Validate(), "%+v", n)
-		k := n.Keys(fencing.Session{Community: "acme", ID: "s1"})
+		s := fencing.Session{Community: "acme", ID: "s1"}
+		k := n.Keys(s)
 		require.Equal(t, fencing.Slot(k.NewLease), fencing.Slot(k.NewGeneration))
+		// The backfill finds each session back from its keys, whichever placeholder
+		// comes first and wherever it stands.
+		for tpl, key := range map[string]string{n.OldLease: k.OldLease, n.OldGeneration: k.OldGeneration, n.NewLease: k.NewLease, n.NewGeneration: k.NewGeneration} {
+			got, err := fencing.Parse(tpl, key)
+			require.NoError(t, err, "%q against %q", key, tpl)
+			require.Equal(t, s, got, "%q against %q", key, tpl)
+		}
 	}
 }
 
