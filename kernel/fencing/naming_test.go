@@ -143,6 +143,12 @@ func TestParseAmbiguousAndMismatch(t *testing.T) {
 	require.ErrorIs(t, err, fencing.ErrNoMatch)
 	_, err = fencing.Parse(fencing.Buzz.OldLease, "buzz:tunnel:{a:b}:lease")
 	require.ErrorIs(t, err, fencing.ErrNoMatch, "a new key must not parse as an old one")
+	// Keys that start and end like the template but are too short to hold its middle (the
+	// prefix and suffix overlap) do not match, and do not make Parse slice out of range.
+	for _, key := range []string{"buzz:generation", "buzz:tunnel:generation", "buzz::generation"} {
+		_, err = fencing.Parse(fencing.Buzz.OldGeneration, key)
+		require.ErrorIs(t, err, fencing.ErrNoMatch, key)
+	}
 }
 
 func FuzzParse(f *testing.F) {
