@@ -212,3 +212,49 @@ func ExampleApply() {
 	// false old/pod-a:1
 	// true new/pod-b:2
 }
+
+// TestExpireMatchesGet: Expire removes exactly the keys Get already reports gone at now (a
+// deadline at or before now), as the server's expiry would, and keeps the ones that never
+// expire.
+func TestExpireMatchesGet(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := fencing.Snapshot{}
+		for i := range rapid.IntRange(0, 6).Draw(t, "keys") {
+			s[fmt.Sprint("k", i)] = fencing.Entry{Value: "v", ExpiresAt: rapid.Int64Range(0, 20).Draw(t, "expires")}
+		}
+		now := rapid.Int64Range(0, 20).Draw(t, "now")
+		before := s.Clone()
+		s.Expire(now)
+		for k, e := range before {
+			_, live := before.Get(k, now)
+			_, kept := s[k]
+			require.Equal(t, live, kept, "key %s expiring at %d, now %d", k, e.ExpiresAt, now)
+			if kept {
+				require.Equal(t, e, s[k])
+			}
+		}
+		require.LessOrEqual(t, len(s), len(before))
+	})
+}
+
+// TestVersionAndKeyspaceNames: every version and keyspace reads back from its name (the
+// names the reports and the differential test's logs carry); anything else is refused.
+func TestVersionAndKeyspaceNames(t *testing.T) {
+	for _, v := range fencing.Versions {
+		got, err := fencing.ParseVersion(v.String())
+		require.NoError(t, err)
+		require.Equal(t, v, got)
+	}
+	for _, sp := range []fencing.Keyspace{fencing.Old, fencing.New} {
+		got, err := fencing.ParseKeyspace(sp.String())
+		require.NoError(t, err)
+		require.Equal(t, sp, got)
+	}
+	require.NotEqual(t, fencing.Old.String(), fencing.New.String())
+	for _, bad := range []string{"", "D", "o", "Version(4)"} {
+		_, err := fencing.ParseVersion(bad)
+		require.Error(t, err, bad)
+	}
+	_, err := fencing.ParseKeyspace("both")
+	require.Error(t, err)
+}

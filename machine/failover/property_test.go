@@ -65,6 +65,7 @@ func runShape(c chooser, rec *shardmap.Record, shard string, promoted shardmap.B
 			if v := describes(cmd); v != "" {
 				w.violate("%s", v)
 			}
+			w.checkStep(cmd)
 			switch cmd := cmd.(type) {
 			case failover.SetTimer:
 				timers[cmd.ID] = cmd.At

@@ -144,6 +144,7 @@ func drive(t *rapid.T, w *world, start failover.Start, retryAfter int64, answer 
 		if v := describes(c); v != "" {
 			w.violate("%s", v)
 		}
+		w.checkStep(c)
 		var in failover.Input
 		switch c := c.(type) {
 		case failover.SetTimer:

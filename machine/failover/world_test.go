@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,7 @@ type world struct {
 	wrongShard bool
 	refusals   int // Reparents answered with a permanent refusal
 	alerts     []failover.Alert
+	steps      map[string]string // step id -> the request it names (see checkStep)
 	violations []string
 }
 
@@ -35,7 +37,7 @@ type world struct {
 var errWrongShard = errors.New("adapters: the tablet belongs to another shard: tablet zone1-201 serves commerce/-80")
 
 func newWorld(rec *shardmap.Record, shard string, promoted shardmap.Backend, attempts int) *world {
-	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}}
+	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}, steps: map[string]string{}}
 }
 
 func (w *world) violate(format string, a ...any) {
@@ -99,6 +101,39 @@ func (w *world) apply(c failover.Command, fail error, applied bool) failover.Inp
 		return failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: fail}
 	}
 	return nil
+}
+
+// checkStep checks the step ids' contract: a command sent again (after a failure or a
+// restart) keeps its id, and an id names one request, since a driver takes a step id it has
+// already executed for done. A rebased record write is another request, so another id.
+func (w *world) checkStep(c failover.Command) {
+	var step string
+	var req any
+	switch c := c.(type) {
+	case failover.FenceOld:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.Reparent:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.WriteRecord:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.Push:
+		c.Attempt = 0
+		step, req = c.Step, c
+	default:
+		return
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		w.violate("%s: %v", step, err)
+		return
+	}
+	if prev, ok := w.steps[step]; ok && prev != string(b) {
+		w.violate("step %s names two requests: %s and %s", step, prev, b)
+	}
+	w.steps[step] = string(b)
 }
 
 // foreignBump is someone else's write that keeps this shard's backend as it is.
