@@ -372,3 +372,43 @@ func TestOutcomeString(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("Outcome(%d)", o), s)
 	}
 }
+
+// TestPropertyStageRetries: a step after the fence (Reparent, the record write, Push) that
+// fails k times is retried until it succeeds, and raises one alert, on its Attempts-th
+// failure, saying how often it failed, and none if it failed fewer times.
+func TestPropertyStageRetries(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		vitess := rapid.Bool().Draw(t, "vitess")
+		rec, shard, promoted := fixtureOf(vitess)
+		attempts := rapid.IntRange(1, 5).Draw(t, "attempts")
+		fails := rapid.IntRange(0, 8).Draw(t, "fails")
+		stage := "repoint"
+		if rapid.Bool().Draw(t, "other") {
+			stage = map[bool]string{true: "reparent", false: "push"}[vitess]
+		}
+		w := newWorld(rec, shard, promoted, attempts)
+		failed := 0
+		start := failover.Start{Record: rec, Shard: shard, Promoted: promoted, Role: "app", Options: failover.Options{Attempts: attempts, RetryAfter: 100}}
+		done := drive(t, w, start, 100, func(c failover.Command) failover.Input {
+			if !strings.Contains(stepOf(c), "/"+stage) || failed == fails {
+				return nil
+			}
+			failed++
+			in := w.apply(c, errors.New("i/o timeout"), false)
+			if failed == attempts {
+				require.Empty(t, w.alerts, "alert before the %d-th failure", attempts)
+			}
+			return in
+		})
+		require.NotNil(t, done)
+		require.Empty(t, w.violations)
+		require.Equal(t, failover.Repointed, done.Outcome)
+		if fails < attempts {
+			require.Empty(t, w.alerts)
+			return
+		}
+		require.Len(t, w.alerts, 1)
+		require.Contains(t, w.alerts[0].Reason, fmt.Sprintf("failed %d times", attempts))
+		require.Contains(t, w.alerts[0].Reason, "retrying until it succeeds")
+	})
+}
