@@ -20,6 +20,7 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/failover"
+	"loam.dev/router/machine/machinetest"
 )
 
 // describes checks that a command's log line names what it does: its step and the server it
@@ -261,18 +262,6 @@ func TestPropertyRecordKeepsChanging(t *testing.T) {
 	})
 }
 
-// roundTrip is the machine restored from its snapshot's JSON.
-func roundTrip(t *testing.T, m *failover.Machine) *failover.Machine {
-	t.Helper()
-	b, err := json.Marshal(m.Snapshot())
-	require.NoError(t, err)
-	var s failover.Snapshot
-	require.NoError(t, json.Unmarshal(b, &s))
-	r, err := failover.Restore(s)
-	require.NoError(t, err)
-	return r
-}
-
 // TestStartRefused: an invalid start does nothing but end Refused, with the record's
 // generation and a reason; the ended machine survives a restart (it says Done again) and
 // ignores what comes later. A Vitess start needs no role (the MySQL executor fences its own
@@ -320,7 +309,7 @@ func TestStartRefused(t *testing.T) {
 			o, ended := m.Done()
 			require.True(t, ended)
 			require.Equal(t, failover.Refused, o)
-			m = roundTrip(t, m)
+			m = machinetest.RoundTrip(t, m, failover.Restore)
 			require.Equal(t, []failover.Command{want}, m.On(ctx, failover.Restarted{}), "a restored ended machine says Done again")
 			require.Empty(t, m.On(ctx, failover.Reply{Step: "app/s1/4/fence", Attempt: 1}))
 			require.Empty(t, m.On(ctx, start), "a second start is ignored")
