@@ -401,3 +401,37 @@ func TestPropertyStageRetries(t *testing.T) {
 		require.Contains(t, w.alerts[0].Reason, "retrying until it succeeds")
 	})
 }
+
+// TestRetriesJittered: retries after failures are spread, RetryAfter plus up to half of it
+// drawn from ctx.Rand, so that the machines a bad minute hit do not all retry at once; with
+// no ctx.Rand (a replay without randomness) each comes exactly RetryAfter later.
+func TestRetriesJittered(t *testing.T) {
+	for _, withRand := range []bool{true, false} {
+		rec, shard, promoted := pgFixture()
+		m := failover.New()
+		ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+		if withRand {
+			ctx.Rand = rand.New(rand.NewPCG(7, 8))
+		}
+		out := m.On(ctx, failover.Start{Record: rec, Shard: shard, Promoted: promoted, Role: "app",
+			Options: failover.Options{RetryAfter: 1000, Attempts: 100}})
+		delays := map[int64]bool{}
+		for range 20 {
+			require.Len(t, out, 1)
+			f := out[0].(failover.FenceOld)
+			out = m.On(ctx, failover.Reply{Step: f.Step, Attempt: f.Attempt, Err: errors.New("connection refused")})
+			require.Len(t, out, 1)
+			timer := out[0].(failover.SetTimer)
+			d := timer.At - ctx.Now
+			require.True(t, d >= 1000 && d <= 1500, "retry %d ms after the failure", d)
+			delays[d] = true
+			ctx.Now = timer.At
+			out = m.On(ctx, failover.TimerFired{ID: timer.ID})
+		}
+		if withRand {
+			require.Greater(t, len(delays), 5, "20 retries drew %d distinct delays", len(delays))
+		} else {
+			require.Equal(t, map[int64]bool{1000: true}, delays)
+		}
+	}
+}
