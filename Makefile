@@ -113,6 +113,10 @@ proof:
 # covers is reported NOT COVERED: count it a survivor. MUTATE_PKGS=./machine/indoubt to run one.
 # Printed per mutant: LIVED and NOT COVERED (and TIMED OUT); the JSON per package lands in
 # MUTATE_OUT. It takes hours on 2 loaded cores (cutover alone has ~600 mutants).
+# The triage of what survives (mutants per package, which are equivalent and why, which
+# gremlins cannot see and were checked by hand) is machine/MUTATION.md: re-check it there.
+# Do not pass gremlins --test-cpu: v0.6.0 hands "-cpu N" to go test as one argument, every
+# run fails to start and every mutant is reported KILLED.
 GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MUTATE_PKGS ?= ./machine ./machine/causal ./machine/configpush ./machine/cutover ./machine/failover \
                ./machine/fencemigrate ./machine/indoubt ./kernel/fencing

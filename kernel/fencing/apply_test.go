@@ -120,6 +120,43 @@ func TestCorruptAndBadCalls(t *testing.T) {
 	s = fencing.Snapshot{keys.NewLease: {Value: "nocolon", ExpiresAt: 9}}
 	_, err = fencing.Apply(s, keys, 0, fencing.Call{Version: fencing.C, Op: fencing.Acquire, Owner: "p", TTL: 1}, fencing.NoMutant)
 	require.ErrorIs(t, err, fencing.ErrCorrupt)
+	// An acquire without a positive TTL would write a lease that never expires (PX 0 is an
+	// error on the server): refused before anything is written, for every version.
+	for _, v := range fencing.Versions {
+		for _, ttl := range []int64{0, -1} {
+			s = fencing.Snapshot{}
+			_, err = fencing.Apply(s, keys, 0, fencing.Call{Version: v, Op: fencing.Acquire, Owner: "p", TTL: ttl}, fencing.NoMutant)
+			require.ErrorIs(t, err, fencing.ErrBadCall, "version %s ttl %d", v, ttl)
+			require.Empty(t, s, "a refused call writes nothing")
+		}
+	}
+	// The scripts never write a lease without an owner (acquire refuses one), so ":<gen>" is
+	// corrupt, not a lease some pod holds.
+	_, err = fencing.ParseLease(fencing.New, ":7")
+	require.ErrorIs(t, err, fencing.ErrCorrupt)
+	// Counters are exact up to 2^53 (the scripts' Lua numbers): that one is read, the next
+	// is corrupt.
+	for v, ok := range map[string]bool{"9007199254740992": true, "9007199254740993": false} {
+		s = fencing.Snapshot{keys.OldGeneration: {Value: v}}
+		_, err = fencing.Apply(s, keys, 0, fencing.Call{Op: fencing.Backfill}, fencing.NoMutant)
+		if ok {
+			require.NoError(t, err, v)
+			require.Equal(t, v, s[keys.NewGeneration].Value)
+		} else {
+			require.ErrorIs(t, err, fencing.ErrCorrupt, v)
+		}
+	}
+}
+
+// TestMutantNames: each mutant has its own name (the name a test or a replay command shows),
+// the correct protocol's is "none".
+func TestMutantNames(t *testing.T) {
+	seen := map[string]fencing.Mutant{}
+	for _, m := range []fencing.Mutant{fencing.NoMutant, fencing.M1, fencing.M2, fencing.M3, fencing.M4, fencing.M5} {
+		require.NotContains(t, seen, m.String(), "%d and %d share a name", seen[m.String()], m)
+		seen[m.String()] = m
+	}
+	require.Equal(t, "none", fencing.NoMutant.String())
 }
 
 // TestBackfillIdempotent: on any state, backfilling twice equals backfilling once.
@@ -174,4 +211,50 @@ func ExampleApply() {
 	// true old/pod-a:1
 	// false old/pod-a:1
 	// true new/pod-b:2
+}
+
+// TestExpireMatchesGet: Expire removes exactly the keys Get already reports gone at now (a
+// deadline at or before now), as the server's expiry would, and keeps the ones that never
+// expire.
+func TestExpireMatchesGet(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := fencing.Snapshot{}
+		for i := range rapid.IntRange(0, 6).Draw(t, "keys") {
+			s[fmt.Sprint("k", i)] = fencing.Entry{Value: "v", ExpiresAt: rapid.Int64Range(0, 20).Draw(t, "expires")}
+		}
+		now := rapid.Int64Range(0, 20).Draw(t, "now")
+		before := s.Clone()
+		s.Expire(now)
+		for k, e := range before {
+			_, live := before.Get(k, now)
+			_, kept := s[k]
+			require.Equal(t, live, kept, "key %s expiring at %d, now %d", k, e.ExpiresAt, now)
+			if kept {
+				require.Equal(t, e, s[k])
+			}
+		}
+		require.LessOrEqual(t, len(s), len(before))
+	})
+}
+
+// TestVersionAndKeyspaceNames: every version and keyspace reads back from its name (the
+// names the reports and the differential test's logs carry); anything else is refused.
+func TestVersionAndKeyspaceNames(t *testing.T) {
+	for _, v := range fencing.Versions {
+		got, err := fencing.ParseVersion(v.String())
+		require.NoError(t, err)
+		require.Equal(t, v, got)
+	}
+	for _, sp := range []fencing.Keyspace{fencing.Old, fencing.New} {
+		got, err := fencing.ParseKeyspace(sp.String())
+		require.NoError(t, err)
+		require.Equal(t, sp, got)
+	}
+	require.NotEqual(t, fencing.Old.String(), fencing.New.String())
+	for _, bad := range []string{"", "D", "o", "Version(4)"} {
+		_, err := fencing.ParseVersion(bad)
+		require.Error(t, err, bad)
+	}
+	_, err := fencing.ParseKeyspace("both")
+	require.Error(t, err)
 }

@@ -38,8 +38,9 @@ func (h History) grants() map[Session][]Event {
 
 // CheckT1 is single authority on a history. A lease granted by X is certainly live from
 // X.Return until the earlier of its release's Invoke and the latest deadline its grant or a
-// successful renew guarantees (that call's Invoke + TTL). Another grant Y of the same session
-// sent and answered inside that window was granted while X was live: two owners.
+// successful renew guarantees (that call's Invoke + TTL), that deadline excluded. Another
+// grant Y of the same session sent at or after X.Return and answered before that end was
+// granted while X was live: two owners.
 func CheckT1(h History) error {
 	type window struct {
 		grant      Event
@@ -84,7 +85,7 @@ func CheckT1(h History) error {
 				if x.grant.Reply.Lease == y.grant.Reply.Lease {
 					continue
 				}
-				if y.grant.Invoke > x.start && y.grant.Return < x.end {
+				if y.grant.Invoke >= x.start && y.grant.Return < x.end {
 					return fmt.Errorf("%w: session %s: %s was granted to %s while %s held %s (live until at least %d)",
 						ErrT1, sess, y.grant.Reply.Lease, y.grant.Pod, x.grant.Pod, x.grant.Reply.Lease, x.end)
 				}

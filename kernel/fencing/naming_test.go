@@ -2,6 +2,7 @@ package fencing_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,13 @@ func TestKeysCopiesIDsLiterally(t *testing.T) {
 	k := fencing.Buzz.Keys(fencing.Session{Community: "<session>", ID: "<community>"})
 	require.Equal(t, "buzz:<session>:tunnel:<community>:lease", k.OldLease)
 	require.Equal(t, "buzz:tunnel:{<session>:<community>}:generation", k.NewGeneration)
+	// Ids longer than the templates (a UUID community, a long session token) expand whole.
+	long := strings.Repeat("c", 200)
+	for _, s := range []fencing.Session{{Community: long, ID: "s"}, {Community: "a", ID: long}, {Community: long, ID: long}} {
+		k := fencing.Buzz.Keys(s)
+		require.Equal(t, "buzz:"+s.Community+":tunnel:"+s.ID+":lease", k.OldLease)
+		require.Equal(t, "buzz:tunnel:{"+s.Community+":"+s.ID+"}:generation", k.NewGeneration)
+	}
 }
 
 func BenchmarkKeys(b *testing.B) {
@@ -33,6 +41,29 @@ func BenchmarkKeys(b *testing.B) {
 	s := fencing.Session{Community: "acme", ID: "sess42"}
 	for b.Loop() {
 		fencing.Buzz.Keys(s)
+	}
+}
+
+// TestNamingValidateAccepts: layouts other than Buzz's that keep what the migration relies
+// on are accepted, e.g. new keys that start with their hash tag.
+func TestNamingValidateAccepts(t *testing.T) {
+	for _, n := range []fencing.Naming{
+		{OldLease: "<community>:<session>:lease", OldGeneration: "<community>:<session>:gen",
+			NewLease: "{<community>:<session>}:lease", NewGeneration: "{<community>:<session>}:gen"},
+		{OldLease: "<session>@<community>:l", OldGeneration: "g:<session>@<community>",
+			NewLease: "t{<session>@<community>}l", NewGeneration: "t{<session>@<community>}g"},
+	} {
+		require.NoError(t, n.Validate(), "%+v", n)
+		s := fencing.Session{Community: "acme", ID: "s1"}
+		k := n.Keys(s)
+		require.Equal(t, fencing.Slot(k.NewLease), fencing.Slot(k.NewGeneration))
+		// The backfill finds each session back from its keys, whichever placeholder
+		// comes first and wherever it stands.
+		for tpl, key := range map[string]string{n.OldLease: k.OldLease, n.OldGeneration: k.OldGeneration, n.NewLease: k.NewLease, n.NewGeneration: k.NewGeneration} {
+			got, err := fencing.Parse(tpl, key)
+			require.NoError(t, err, "%q against %q", key, tpl)
+			require.Equal(t, s, got, "%q against %q", key, tpl)
+		}
 	}
 }
 
@@ -112,6 +143,12 @@ func TestParseAmbiguousAndMismatch(t *testing.T) {
 	require.ErrorIs(t, err, fencing.ErrNoMatch)
 	_, err = fencing.Parse(fencing.Buzz.OldLease, "buzz:tunnel:{a:b}:lease")
 	require.ErrorIs(t, err, fencing.ErrNoMatch, "a new key must not parse as an old one")
+	// Keys that start and end like the template but are too short to hold its middle (the
+	// prefix and suffix overlap) do not match, and do not make Parse slice out of range.
+	for _, key := range []string{"buzz:generation", "buzz:tunnel:generation", "buzz::generation"} {
+		_, err = fencing.Parse(fencing.Buzz.OldGeneration, key)
+		require.ErrorIs(t, err, fencing.ErrNoMatch, key)
+	}
 }
 
 func FuzzParse(f *testing.F) {

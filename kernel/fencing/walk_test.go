@@ -181,3 +181,65 @@ func TestHistoryCheckersOnRealTimeOverlap(t *testing.T) {
 	require.ErrorIs(t, fencing.CheckT2(fencing.History{grant(b, 0, 1), grant(a, 5, 6)}), fencing.ErrT2)
 	require.NoError(t, fencing.CheckT2(fencing.History{grant(b, 0, 6), grant(a, 5, 7)}), "concurrent calls may land in either order")
 }
+
+// TestHistoryCheckersWindowEdges pins where a lease's certain window starts and ends, the
+// renewals that extend it and the release that cuts it, and the real-time order of T2, on
+// histories with calls that take time. Each case is a verdict a sound and complete checker
+// must give: a violation where two owners were certain, none where the order is unknown.
+func TestHistoryCheckersWindowEdges(t *testing.T) {
+	ms := int64(1e6)
+	lease := func(owner string, gen uint64) fencing.Lease {
+		return fencing.Lease{Space: fencing.New, Owner: owner, Gen: gen}
+	}
+	a, b := lease("p1", 1), lease("p2", 2)
+	grant := func(l fencing.Lease, inv, ret int64) fencing.Event {
+		return fencing.Event{Pod: l.Owner, Session: sess, Call: fencing.Call{Op: fencing.Acquire, Owner: l.Owner, TTL: 10}, Reply: fencing.Reply{OK: true, Lease: l}, Invoke: inv, Return: ret}
+	}
+	use := func(op fencing.Op, l fencing.Lease, inv int64) fencing.Event {
+		return fencing.Event{Pod: l.Owner, Session: sess, Call: fencing.Call{Op: op, Lease: l, TTL: 10}, Reply: fencing.Reply{OK: true}, Invoke: inv, Return: inv + 1}
+	}
+	for name, tc := range map[string]struct {
+		h    fencing.History
+		want error
+	}{
+		// a's grant guarantees it until 10 ms (its invoke + TTL): b answered at 10 ms may
+		// have landed at 10 ms, when a may be gone.
+		"answered at the window's end": {fencing.History{grant(a, 0, 1*ms), grant(b, 9*ms, 10*ms)}, nil},
+		"answered before its end":      {fencing.History{grant(a, 0, 1*ms), grant(b, 9*ms, 10*ms-1)}, fencing.ErrT1},
+		// b sent at the instant a's grant was answered: a was live already.
+		"sent as a was answered": {fencing.History{grant(a, 0, 1*ms), grant(b, 1*ms, 2*ms)}, fencing.ErrT1},
+		"sent before a answered": {fencing.History{grant(a, 0, 1*ms), grant(b, 1*ms-1, 2*ms)}, nil},
+		// A renewal sent at 8 ms guarantees a until 18 ms.
+		"inside the renewed window":  {fencing.History{grant(a, 0, 1*ms), use(fencing.Renew, a, 8*ms), grant(b, 12*ms, 13*ms)}, fencing.ErrT1},
+		"after the renewed window":   {fencing.History{grant(a, 0, 1*ms), use(fencing.Renew, a, 8*ms), grant(b, 18*ms, 19*ms)}, nil},
+		"a validate renews nothing":  {fencing.History{grant(a, 0, 1*ms), use(fencing.Validate, a, 8*ms), grant(b, 12*ms, 13*ms)}, nil},
+		"a failed renew renews none": {fencing.History{grant(a, 0, 1*ms), func() fencing.Event { e := use(fencing.Renew, a, 8*ms); e.Reply.OK = false; return e }(), grant(b, 12*ms, 13*ms)}, nil},
+		// The earliest release ends the window, also when it was sent at time 0.
+		"after the first of two releases": {fencing.History{grant(a, 0, 1*ms), use(fencing.Release, a, 2*ms), use(fencing.Release, a, 6*ms), grant(b, 3*ms, 4*ms)}, nil},
+		"after a release sent at 0":       {fencing.History{grant(a, -2*ms, -1*ms), use(fencing.Release, a, 0), use(fencing.Release, a, 6*ms), grant(b, 3*ms, 4*ms)}, nil},
+		"before a release":                {fencing.History{grant(a, -2*ms, -1*ms), use(fencing.Release, a, 6*ms), grant(b, 3*ms, 4*ms)}, fencing.ErrT1},
+		// T2: one generation granted twice by overlapping calls (no real-time order to
+		// break, only the duplicate).
+		"one generation twice, overlapping": {fencing.History{grant(a, 0, 6), grant(lease("p3", 1), 5, 7)}, fencing.ErrT2},
+		// T2 compares a grant with the largest generation answered before it was sent: g5
+		// then the concurrent g2 both answered before g4 was sent (the windows are over by
+		// then, so T1 has nothing to say).
+		"below the largest answered before": {fencing.History{grant(lease("p1", 5), 0, 1*ms), grant(lease("p2", 2), ms/2, 2*ms), grant(lease("p3", 4), 30*ms, 31*ms)}, fencing.ErrT2},
+		"above the largest answered before": {fencing.History{grant(lease("p1", 5), 0, 1*ms), grant(lease("p2", 2), ms/2, 2*ms), grant(lease("p3", 6), 30*ms, 31*ms)}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := fencing.CheckT1(tc.h)
+			if tc.want == fencing.ErrT1 {
+				require.ErrorIs(t, err, fencing.ErrT1)
+			} else {
+				require.NoError(t, err)
+			}
+			err = fencing.CheckT2(tc.h)
+			if tc.want == fencing.ErrT2 {
+				require.ErrorIs(t, err, fencing.ErrT2)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}

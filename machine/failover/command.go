@@ -152,21 +152,10 @@ func backendAddr(b shardmap.Backend) string {
 
 // shardOf reads the shard name back from a step id "<db>/<shard>/<g>/<stage>".
 func shardOf(step string) string {
-	parts := splitN(strings.SplitN(step, "@", 2)[0])
+	step, _, _ = strings.Cut(step, "@")
+	parts := strings.Split(step, "/")
 	if len(parts) < 4 {
 		return ""
 	}
 	return parts[1]
-}
-
-func splitN(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
 }

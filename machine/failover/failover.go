@@ -124,9 +124,6 @@ func (m *Machine) start(ctx *machine.Ctx, in Start) {
 	m.s.Rec = in.Record.Clone()
 	if reason := checkStart(in); reason != "" {
 		ctx.Emit(Spec, ActRefuse, machine.S("reason", reason))
-		if m.s.Rec == nil {
-			m.s.Rec = &shardmap.Record{}
-		}
 		m.finish(ctx, Refused, reason)
 		return
 	}

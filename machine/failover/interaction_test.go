@@ -39,6 +39,7 @@ func (h *harness) step(header string, in failover.Input) {
 		case failover.Done:
 			h.w.checkEnd(c)
 		case failover.Alert:
+			h.w.alerts = append(h.w.alerts, c)
 		default:
 			return true
 		}
@@ -91,13 +92,7 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		case "rebase":
 			h.w.foreignBump()
 		case "gone":
-			h.w.store.Version++
-			h.w.store.Generation++
-			for i := range h.w.store.Shards {
-				if h.w.store.Shards[i].Name == h.w.shard {
-					h.w.store.Shards[i].Name = "s9"
-				}
-			}
+			h.w.removeShard()
 		}
 		batch := h.Pending
 		h.Pending = nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/failover"
 )
@@ -40,6 +41,11 @@ func runWith(c chooser, vitess bool, chaos int, mu failover.Mutants, setup func(
 	if vitess {
 		rec, shard, promoted = vtFixture()
 	}
+	return runShape(c, rec, shard, promoted, chaos, mu, setup)
+}
+
+// runShape is runWith on a given record, shard and promoted primary.
+func runShape(c chooser, rec *shardmap.Record, shard string, promoted shardmap.Backend, chaos int, mu failover.Mutants, setup func(*world)) (*failover.Done, *world, []string, []string) {
 	opts := failover.Options{RetryAfter: 100, Attempts: 1 + c.pick(3), Mutants: mu}
 	w := newWorld(rec, shard, promoted, opts.Attempts)
 	if setup != nil {
@@ -56,6 +62,10 @@ func runWith(c chooser, vitess bool, chaos int, mu failover.Mutants, setup func(
 	feed := func(in failover.Input) {
 		for _, cmd := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: machine.Discard}, in) {
 			log = append(log, cmd.String())
+			if v := describes(cmd); v != "" {
+				w.violate("%s", v)
+			}
+			w.checkStep(cmd)
 			switch cmd := cmd.(type) {
 			case failover.SetTimer:
 				timers[cmd.ID] = cmd.At
@@ -63,9 +73,13 @@ func runWith(c chooser, vitess bool, chaos int, mu failover.Mutants, setup func(
 				done = &cmd
 				w.checkEnd(cmd)
 			case failover.Alert:
+				w.alerts = append(w.alerts, cmd)
 			default:
 				pending = append(pending, cmd)
 			}
+		}
+		if o, ended := m.Done(); ended != (done != nil) || ended && o != done.Outcome {
+			w.violate("Done() says (%v, %v) after the commands %v", o, ended, done)
 		}
 	}
 	feed(failover.Start{Record: rec, Shard: shard, Promoted: promoted, Role: "app", Options: opts})

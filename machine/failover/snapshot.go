@@ -41,12 +41,10 @@ func (s state) Check() error {
 	switch {
 	case s.Stage > stDone:
 		return fmt.Errorf("stage %d is unknown", s.Stage)
-	case s.Stage == stIdle:
-		return nil
+	case s.Stage == stIdle, s.Stage == stDone:
+		return nil // an ended machine only says Done again (a refused start may have no record)
 	case s.Start.Record == nil || s.Rec == nil:
 		return errors.New("a started failover has no record")
-	case s.Stage == stDone:
-		return nil
 	case s.Stage == stRepoint && s.Sent && s.Next == nil:
 		return errors.New("a record write is in flight but the record is missing")
 	}

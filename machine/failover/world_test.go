@@ -1,8 +1,11 @@
 package failover_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/failover"
@@ -25,6 +28,8 @@ type world struct {
 	// Reparent for good (adapters.ErrWrongShard, Reply.Permanent) and reparents nothing.
 	wrongShard bool
 	refusals   int // Reparents answered with a permanent refusal
+	alerts     []failover.Alert
+	steps      map[string]string // step id -> the request it names (see checkStep)
 	violations []string
 }
 
@@ -32,7 +37,7 @@ type world struct {
 var errWrongShard = errors.New("adapters: the tablet belongs to another shard: tablet zone1-201 serves commerce/-80")
 
 func newWorld(rec *shardmap.Record, shard string, promoted shardmap.Backend, attempts int) *world {
-	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}}
+	return &world{start: rec.Clone(), shard: shard, promoted: promoted, attempts: attempts, store: rec.Clone(), promotedAt: map[uint64]bool{}, steps: map[string]string{}}
 }
 
 func (w *world) violate(format string, a ...any) {
@@ -98,6 +103,39 @@ func (w *world) apply(c failover.Command, fail error, applied bool) failover.Inp
 	return nil
 }
 
+// checkStep checks the step ids' contract: a command sent again (after a failure or a
+// restart) keeps its id, and an id names one request, since a driver takes a step id it has
+// already executed for done. A rebased record write is another request, so another id.
+func (w *world) checkStep(c failover.Command) {
+	var step string
+	var req any
+	switch c := c.(type) {
+	case failover.FenceOld:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.Reparent:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.WriteRecord:
+		c.Attempt = 0
+		step, req = c.Step, c
+	case failover.Push:
+		c.Attempt = 0
+		step, req = c.Step, c
+	default:
+		return
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		w.violate("%s: %v", step, err)
+		return
+	}
+	if prev, ok := w.steps[step]; ok && prev != string(b) {
+		w.violate("step %s names two requests: %s and %s", step, prev, b)
+	}
+	w.steps[step] = string(b)
+}
+
 // foreignBump is someone else's write that keeps this shard's backend as it is.
 func (w *world) foreignBump() {
 	w.store.Version++
@@ -133,12 +171,59 @@ func (w *world) write(next *shardmap.Record) {
 	}
 }
 
+// removeShard is someone else's write that takes the shard out of the record (a reshard
+// finished under the failover).
+func (w *world) removeShard() {
+	w.store.Version++
+	w.store.Generation++
+	for i := range w.store.Shards {
+		if w.store.Shards[i].Name == w.shard {
+			w.store.Shards[i].Name = "s9"
+		}
+	}
+}
+
+// samePlace: a and b are one server (the machine's notion of the old primary being the
+// promoted one).
+func samePlace(a, b shardmap.Backend) bool { return a.Host == b.Host && a.Port == b.Port }
+
+// wantReplicas is what the repointed shard's replicas must be: those Start names, or else the
+// shard's replicas without the promoted one.
+func (w *world) wantReplicas() []shardmap.Endpoint {
+	if len(w.promoted.Replicas) > 0 {
+		return w.promoted.Replicas
+	}
+	old, _ := backendOf(w.start, w.shard)
+	return slices.DeleteFunc(slices.Clone(old.Replicas), func(e shardmap.Endpoint) bool {
+		return e.Host == w.promoted.Host && e.Port == w.promoted.Port
+	})
+}
+
+// alerted reports whether an alert whose reason contains s was raised.
+func (w *world) alerted(s string) bool {
+	return slices.ContainsFunc(w.alerts, func(a failover.Alert) bool { return strings.Contains(a.Reason, s) })
+}
+
 func (w *world) checkEnd(d failover.Done) {
+	old, _ := backendOf(w.start, w.shard)
+	if d.Fenced && !w.fenced {
+		w.violate("done says fenced but the old primary %s:%d takes writes", old.Host, old.Port)
+	}
 	if d.Outcome != failover.Repointed {
 		return
 	}
-	if b, ok := backendOf(w.store, w.shard); !ok || b.Host != w.promoted.Host || b.Port != w.promoted.Port {
+	if !d.Fenced && !samePlace(old, w.promoted) && !w.alerted("could not be fenced") {
+		w.violate("repointed without fencing the old primary and without an alert saying so")
+	}
+	if d.Generation <= w.start.Generation {
+		w.violate("repointed at generation %d, not above the start's %d: routers cannot tell the new files from the old", d.Generation, w.start.Generation)
+	}
+	b, ok := backendOf(w.store, w.shard)
+	if !ok || !samePlace(b, w.promoted) {
 		w.violate("repointed but the store names %s:%d", b.Host, b.Port)
+	}
+	if !slices.Equal(b.Replicas, w.wantReplicas()) {
+		w.violate("repointed with replicas %v, want %v", b.Replicas, w.wantReplicas())
 	}
 	if !w.promotedAt[d.Generation] {
 		w.violate("repointed at generation %d, which no stored record naming the promoted primary has", d.Generation)
