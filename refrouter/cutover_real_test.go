@@ -21,9 +21,9 @@ import (
 	"loam.dev/router/adapters"
 	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/conformance/loadcheck"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/driver"
-	"loam.dev/router/kernel/pghash"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
@@ -560,52 +560,13 @@ func p99(ds []time.Duration) time.Duration {
 	return s[(len(s)*99+99)/100-1]
 }
 
-// rows reads every row of t on the given databases: id -> the indexes of the databases
-// holding it, and id -> the router column.
-func rows(t testing.TB, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
-	t.Helper()
-	where, by := map[int64][]int{}, map[int64]string{}
-	for i, db := range dbs {
-		conn := s.Connect(t, db)
-		rs, err := conn.Query(context.Background(), "SELECT id, router FROM t")
-		require.NoError(t, err)
-		for rs.Next() {
-			var id int64
-			var router string
-			require.NoError(t, rs.Scan(&id, &router))
-			where[id] = append(where[id], i)
-			by[id] = router
-		}
-		require.NoError(t, rs.Err())
-		conn.Close(context.Background())
-	}
-	return where, by
-}
-
-// checkExactlyOnce: every acknowledged write is stored exactly once among dbs, on the shard
-// the layout routes it to; every stored row comes from a write of the load that was not
-// refused by a fence. It returns how many acknowledged writes are missing (lost).
+// checkExactlyOnce: every acknowledged write is stored exactly once among the n shards, on
+// the shard the layout routes it to; every stored row comes from a write of the load that
+// was not refused by a fence. It returns how many acknowledged writes are missing (lost).
 func checkExactlyOnce(t testing.TB, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
 	t.Helper()
-	byKey := map[int64]refrouter.Write{}
-	lost := 0
-	for _, w := range writes {
-		byKey[w.Key] = w
-		if !w.Acked() {
-			continue
-		}
-		if len(where[w.Key]) == 0 {
-			lost++
-			continue
-		}
-		require.Equal(t, []int{int(pghash.ShardOfInt8(w.Key, uint64(n)))}, where[w.Key],
-			"%s: acknowledged write %d (via %s) must be stored exactly once, on its shard", what, w.Key, w.Router)
-	}
-	for id := range where {
-		w, ok := byKey[id]
-		require.True(t, ok, "%s: row %d comes from no write of the load", what, id)
-		require.False(t, w.Fenced(), "%s: row %d comes from a write the fence refused (%v)", what, id, w.Err)
-	}
+	lost, err := loadcheck.ExactlyOnce(where, writes, n, refrouter.Write.Fenced)
+	require.NoError(t, err, what)
 	return lost
 }
 
@@ -648,23 +609,8 @@ func (r *cutoverRun) checkStale(t *testing.T, o outcome, srcWhere map[int64][]in
 		}
 	}
 	r.mu.Unlock()
-	require.False(t, from.IsZero(), "the source was fenced")
-	inside, refused := 0, 0
-	for _, w := range o.writes {
-		if w.Router != "ref-3" {
-			continue
-		}
-		if w.Fenced() {
-			refused++
-		}
-		if !w.Start.After(from) || !until.IsZero() && !w.Start.Add(w.Latency).Before(until) || errors.Is(w.Err, context.Canceled) {
-			continue
-		}
-		require.True(t, w.Fenced(), "ref-3's write %d started %v after the fence (unfenced %v after it) and must be refused by it; it took %v and got %v",
-			w.Key, w.Start.Sub(from), until.Sub(from), w.Latency, w.Err)
-		require.False(t, srcBy[w.Key] == "ref-3" && len(srcWhere[w.Key]) > 0, "ref-3's write %d landed on the source after the fence", w.Key)
-		inside++
-	}
+	inside, refused, err := loadcheck.Stale(o.writes, "ref-3", from, until, srcWhere, srcBy, refrouter.Write.Fenced)
+	require.NoError(t, err, "the fence must refuse the stale instance's writes")
 	require.NotZero(t, refused, "the fence refused some of ref-3's writes")
 	t.Logf("ref-3: %d writes refused by the fence, %d of them inside the fence window", refused, inside)
 }
@@ -680,10 +626,10 @@ func TestRealFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, []string{"ref-3"}, d.Lagging, "ref-3 could not be reloaded")
 		r.checkDigests(t, "forward")
 
-		dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+		dstWhere, _ := loadcheck.Stored(t, servers.dst, r.dstDBs)
 		lost := checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
 		require.Zero(t, lost, "acknowledged writes lost")
-		srcWhere, srcBy := rows(t, servers.src, r.srcDBs)
+		srcWhere, srcBy := loadcheck.Stored(t, servers.src, r.srcDBs)
 		r.checkStale(t, o, srcWhere, srcBy)
 
 		// The reachable instances converged on generation 3: ref-2 reloaded it; ref-1 (the
@@ -728,7 +674,7 @@ func TestRealFencedCutoverUnderLoad(t *testing.T) {
 		r := newCutoverRun(t, servers, 2, rollback, true)
 		o := r.drive(time.Second)
 		require.Equal(t, cutover.RolledBack, o.done.Outcome, "%s\n%s", o.done.Reason, r.logs.String())
-		srcWhere, srcBy := rows(t, servers.src, r.srcDBs)
+		srcWhere, srcBy := loadcheck.Stored(t, servers.src, r.srcDBs)
 		require.Zero(t, checkExactlyOnce(t, srcWhere, o.writes, srcShards, "source"), "acknowledged writes lost")
 		r.checkStale(t, o, srcWhere, srcBy)
 		rec, err := r.store.Read(context.Background(), r.dbRef)
@@ -752,7 +698,7 @@ func TestRealFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s", o.done.Reason, r.logs.String())
 		r.checkDigests(t, "forward", "reverse")
 		// Writes made on the new shards before the reverse came back with the reverse stream.
-		srcWhere, _ := rows(t, servers.src, r.srcDBs)
+		srcWhere, _ := loadcheck.Stored(t, servers.src, r.srcDBs)
 		require.Zero(t, checkExactlyOnce(t, srcWhere, o.writes, srcShards, "source after the reverse"), "acknowledged writes lost")
 		rec, err := r.store.Read(context.Background(), r.dbRef)
 		require.NoError(t, err)
@@ -780,7 +726,7 @@ func TestRealCutoverCatchesSkipFence(t *testing.T) {
 	o := r.drive(time.Second)
 	require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
 	require.Zero(t, o.fenced, "nothing was fenced")
-	dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+	dstWhere, _ := loadcheck.Stored(t, servers.dst, r.dstDBs)
 	lost := checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
 	require.NotZero(t, lost, "without the fence, the stale instance's acknowledged writes must be found missing")
 	t.Logf("SkipFence: %d acknowledged writes missing from the destination", lost)
@@ -820,7 +766,7 @@ func TestRealCutoverFigures(t *testing.T) {
 			r := newCutoverRun(t, servers, 100+n, forward, false)
 			o := r.drive(time.Second)
 			require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
-			dstWhere, _ := rows(t, servers.dst, r.dstDBs)
+			dstWhere, _ := loadcheck.Stored(t, servers.dst, r.dstDBs)
 			o.lost = checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
 			require.Zero(t, o.lost)
 			windows = append(windows, o.pauseWindow)

@@ -21,6 +21,7 @@ import (
 	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/adapters/pgdog"
 	"loam.dev/router/adapters/postgres"
+	"loam.dev/router/conformance/loadcheck"
 	"loam.dev/router/conformance/pgdogtest"
 	"loam.dev/router/conformance/pgtest"
 	"loam.dev/router/driver"
@@ -29,6 +30,7 @@ import (
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/refrouter"
 )
 
 // The fenced cutover end to end through three real PgDog instances (§6.4): the cutover
@@ -298,21 +300,12 @@ func (s cutShard) UnfenceWrites(ctx context.Context, role string) error {
 	return err
 }
 
-// pgWrite is one INSERT of the load through one instance.
-type pgWrite struct {
-	key     int64
-	router  string
-	start   time.Time
-	latency time.Duration
-	err     error
-}
-
 // pgLoad writes rows through the instances, one connection per worker, until stopped.
 type pgLoad struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	writes []pgWrite
+	writes []refrouter.Write
 }
 
 func (r *pgCutRun) startLoad(ctx context.Context) *pgLoad {
@@ -353,7 +346,7 @@ func (r *pgCutRun) startLoad(ctx context.Context) *pgLoad {
 					return err
 				}()
 				l.mu.Lock()
-				l.writes = append(l.writes, pgWrite{key: key, router: id, start: start, latency: time.Since(start), err: err})
+				l.writes = append(l.writes, refrouter.Write{Worker: w, Seq: seq, Key: key, Router: id, Start: start, Latency: time.Since(start), Err: err})
 				l.mu.Unlock()
 				if err != nil && ctx.Err() == nil {
 					time.Sleep(20 * time.Millisecond) // a refused login is not retried in a hot loop
@@ -364,7 +357,7 @@ func (r *pgCutRun) startLoad(ctx context.Context) *pgLoad {
 	return l
 }
 
-func (l *pgLoad) stop() []pgWrite {
+func (l *pgLoad) stop() []refrouter.Write {
 	l.cancel()
 	l.wg.Wait()
 	l.mu.Lock()
@@ -375,7 +368,7 @@ func (l *pgLoad) stop() []pgWrite {
 // pgCutOutcome is what a run measured.
 type pgCutOutcome struct {
 	done                  cutover.Done
-	writes                []pgWrite
+	writes                []refrouter.Write
 	pause                 driver.PauseReport
 	acked, refused, other int
 	errs                  map[string]int // the errors of refused writes, by text, for the log
@@ -442,12 +435,12 @@ func (r *pgCutRun) drive(steady time.Duration) pgCutOutcome {
 	o.errs = map[string]int{}
 	for _, w := range o.writes {
 		switch {
-		case w.err == nil:
+		case w.Acked():
 			o.acked++
-		case errors.Is(w.err, context.Canceled) || ctx.Err() != nil && errors.Is(w.err, context.DeadlineExceeded):
+		case errors.Is(w.Err, context.Canceled) || ctx.Err() != nil && errors.Is(w.Err, context.DeadlineExceeded):
 		default:
 			o.refused++
-			o.errs[w.router+": "+w.err.Error()]++
+			o.errs[w.Router+": "+w.Err.Error()]++
 		}
 	}
 	t.Logf("%s: outcome %s (%s); pause window %v; writes acknowledged %d, refused %d", r.scenario, o.done.Outcome, o.done.Reason,
@@ -458,52 +451,19 @@ func (r *pgCutRun) drive(steady time.Duration) pgCutOutcome {
 	return o
 }
 
-// stored reads every row of t on dbs of s: id -> the indexes of the databases holding it,
-// and id -> its router column.
-func stored(t *testing.T, s *pgtest.Server, dbs []string) (map[int64][]int, map[int64]string) {
-	t.Helper()
-	where, by := map[int64][]int{}, map[int64]string{}
-	for i, db := range dbs {
-		c := s.Connect(t, db)
-		rs, err := c.Query(context.Background(), "SELECT id, router FROM t")
-		require.NoError(t, err)
-		for rs.Next() {
-			var id int64
-			var router string
-			require.NoError(t, rs.Scan(&id, &router))
-			where[id] = append(where[id], i)
-			by[id] = router
-		}
-		require.NoError(t, rs.Err())
-		c.Close(context.Background())
-	}
-	return where, by
-}
-
 // exactlyOnce: every acknowledged write is stored exactly once among the n shards, on the
-// one its key hashes to, and every stored row comes from a write of the load. It returns
-// how many acknowledged writes are missing (lost).
-func exactlyOnce(t *testing.T, where map[int64][]int, writes []pgWrite, n int, what string) int {
+// one its key hashes to, and every stored row comes from a write of the load (a write PgDog
+// answered with an error may still have committed, so a refused write's row is not an
+// error here). It returns how many acknowledged writes are missing (lost).
+func exactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, n int, what string) int {
 	t.Helper()
-	byKey := map[int64]pgWrite{}
-	lost := 0
-	for _, w := range writes {
-		byKey[w.key] = w
-		if w.err != nil {
-			continue
-		}
-		if len(where[w.key]) == 0 {
-			lost++
-			continue
-		}
-		require.Equal(t, []int{int(pghash.ShardOfInt8(w.key, uint64(n)))}, where[w.key], "%s: acknowledged write %d (via %s) stored exactly once, on its shard", what, w.key, w.router)
-	}
-	for id := range where {
-		_, ok := byKey[id]
-		require.True(t, ok, "%s: row %d comes from no write of the load", what, id)
-	}
+	lost, err := loadcheck.ExactlyOnce(where, writes, n, nil)
+	require.NoError(t, err, what)
 	return lost
 }
+
+// failed: a write PgDog answered with an error.
+func failed(w refrouter.Write) bool { return !w.Acked() }
 
 // checkStale: pgdog-3, cut off from the controller, kept routing to the source. Every write
 // of its clients that started after the source's fence took effect and ended before its
@@ -513,16 +473,8 @@ func (r *pgCutRun) checkStale(t *testing.T, o pgCutOutcome, srcWhere map[int64][
 	r.mu.Lock()
 	from, until := r.fencedAt, r.unfenceAt
 	r.mu.Unlock()
-	require.False(t, from.IsZero(), "the source was fenced")
-	inside := 0
-	for _, w := range o.writes {
-		if w.router != "pgdog-3" || !w.start.After(from) || !until.IsZero() && !w.start.Add(w.latency).Before(until) || errors.Is(w.err, context.Canceled) {
-			continue
-		}
-		require.Error(t, w.err, "pgdog-3's write %d started %v after the fence and must be refused", w.key, w.start.Sub(from))
-		require.False(t, srcBy[w.key] == "pgdog-3" && len(srcWhere[w.key]) > 0, "pgdog-3's write %d landed on the source after the fence", w.key)
-		inside++
-	}
+	inside, _, err := loadcheck.Stale(o.writes, "pgdog-3", from, until, srcWhere, srcBy, failed)
+	require.NoError(t, err, "the fence must refuse pgdog-3's writes")
 	require.NotZero(t, inside, "pgdog-3's clients wrote inside the fence window")
 	t.Logf("pgdog-3: %d writes inside the fence window, all refused", inside)
 }
@@ -577,13 +529,13 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, cutover.Finalized, o.done.Outcome, "%s\n%s\n%s", o.done.Reason, r.logs.String(), r.procs["pgdog-1"].LogTail())
 		require.Equal(t, []string{"pgdog-3"}, o.done.Missed, "pgdog-3 could not be paused")
 		require.Equal(t, []string{"pgdog-3"}, o.done.Lagging, "pgdog-3 could not be reloaded")
-		dstWhere, _ := stored(t, dst, r.dstDBs)
+		dstWhere, _ := loadcheck.Stored(t, dst, r.dstDBs)
 		require.Zero(t, exactlyOnce(t, dstWhere, o.writes, pgCutDst, "destination"), "acknowledged writes lost")
-		srcWhere, srcBy := stored(t, src, r.srcDBs)
+		srcWhere, srcBy := loadcheck.Stored(t, src, r.srcDBs)
 		r.checkStale(t, o, srcWhere, srcBy)
 		for _, w := range o.writes {
-			if w.router != "pgdog-3" && w.err != nil && !errors.Is(w.err, context.Canceled) {
-				t.Logf("%s's write %d failed: %v", w.router, w.key, w.err)
+			if w.Router != "pgdog-3" && w.Err != nil && !errors.Is(w.Err, context.Canceled) {
+				t.Logf("%s's write %d failed: %v", w.Router, w.Key, w.Err)
 			}
 		}
 		rec, err := r.store.Read(context.Background(), r.dbRef)
@@ -606,7 +558,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		r := newPgCutRun(t, src, dst, cutRollback)
 		o := r.drive(2 * time.Second)
 		require.Equal(t, cutover.RolledBack, o.done.Outcome, "%s\n%s", o.done.Reason, r.logs.String())
-		srcWhere, srcBy := stored(t, src, r.srcDBs)
+		srcWhere, srcBy := loadcheck.Stored(t, src, r.srcDBs)
 		require.Zero(t, exactlyOnce(t, srcWhere, o.writes, pgCutSrc, "source"), "acknowledged writes lost")
 		r.checkStale(t, o, srcWhere, srcBy)
 		rec, err := r.store.Read(context.Background(), r.dbRef)
@@ -624,7 +576,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		r := newPgCutRun(t, src, dst, cutReverse)
 		o := r.drive(2 * time.Second)
 		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s\n%s", o.done.Reason, r.logs.String(), r.procs["pgdog-1"].LogTail())
-		srcWhere, _ := stored(t, src, r.srcDBs)
+		srcWhere, _ := loadcheck.Stored(t, src, r.srcDBs)
 		require.Zero(t, exactlyOnce(t, srcWhere, o.writes, pgCutSrc, "source after the reverse"), "acknowledged writes lost")
 		rec, err := r.store.Read(context.Background(), r.dbRef)
 		require.NoError(t, err)
@@ -651,7 +603,7 @@ func TestRealPgDogCutoverFigures(t *testing.T) {
 			r := newPgCutRun(t, src, dst, cutForward)
 			o := r.drive(time.Second)
 			require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
-			dstWhere, _ := stored(t, dst, r.dstDBs)
+			dstWhere, _ := loadcheck.Stored(t, dst, r.dstDBs)
 			l := exactlyOnce(t, dstWhere, o.writes, pgCutDst, "destination")
 			require.Zero(t, l)
 			windows = append(windows, o.pause.Window)
