@@ -66,19 +66,31 @@ func replayRuns(t *testing.T, def int) int {
 }
 
 // modelRuns has the simulator generate runs of main in file (quint run --mbt at seed 1,
-// `runs` runs of at most `steps` steps) and decodes each state into S (see readITF).
-func modelRuns[S any](t *testing.T, file, main string, runs, steps int) []modelRun[S] {
+// `runs` runs of at most `steps` steps, then flags) and decodes each state into S (see readITF).
+func modelRuns[S any](t *testing.T, file, main string, runs, steps int, flags ...string) []modelRun[S] {
 	t.Helper()
+	if dir := os.Getenv("SPEC_REPLAY_ITF"); dir != "" { // replay saved runs (run_*.itf.json) instead
+		return readRuns[S](t, dir)
+	}
 	quint := quintPath(t)
 	dir := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), quint, "run", file, "--backend=typescript", "--main="+main, "--seed=1",
-		"--max-samples="+strconv.Itoa(runs), "--n-traces="+strconv.Itoa(runs), "--max-steps="+strconv.Itoa(steps), "--mbt",
-		"--out-itf="+filepath.Join(dir, "run_{seq}.itf.json"))
+	args := append([]string{"run", file, "--backend=typescript", "--main=" + main, "--seed=1",
+		"--max-samples=" + strconv.Itoa(runs), "--n-traces=" + strconv.Itoa(runs), "--max-steps=" + strconv.Itoa(steps), "--mbt",
+		"--out-itf=" + filepath.Join(dir, "run_{seq}.itf.json")}, flags...)
+	cmd := exec.CommandContext(t.Context(), quint, args...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "quint run failed:\n%s", out)
+	all := readRuns[S](t, dir)
+	require.Len(t, all, runs, "quint wrote %d ITF runs, not %d:\n%s", len(all), runs, out)
+	return all
+}
+
+// readRuns decodes the runs dir holds (run_*.itf.json).
+func readRuns[S any](t *testing.T, dir string) []modelRun[S] {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "run_*.itf.json"))
 	require.NoError(t, err)
-	require.Len(t, files, runs, "quint wrote %d ITF runs, not %d:\n%s", len(files), runs, out)
+	require.NotEmpty(t, files, "no run_*.itf.json in %s", dir)
 	var all []modelRun[S]
 	for _, f := range files {
 		b, err := os.ReadFile(f)

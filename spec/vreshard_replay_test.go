@@ -27,7 +27,7 @@ import (
 // Done with the model's outcome), and the store the harness keeps must hold the record the
 // model's store holds (side of Layout and Target, phase, generation and version counted
 // from the start). So the machine can do what the model allows at these bounds.
-// SPEC_REPLAY_RUNS (default 40) sets how many runs. The same runs replayed on the machine with
+// SPEC_REPLAY_RUNS (default 40) sets how many runs (SPEC_REPLAY_ITF=<dir> replays saved ones). The same runs replayed on the machine with
 // its SkipMirror mutant on must fail (the replay checks the mirror).
 func TestModelReplayVitessReshard(t *testing.T) {
 	runs := modelRuns[mState](t, "VitessReshard.qnt", "VitessReshardMC", replayRuns(t, 40), 50)
