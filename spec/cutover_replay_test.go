@@ -213,15 +213,7 @@ func replayCutover(run modelRun[cutState], mu cutover.Mutants) (steps int, err e
 	fail := func(i int, format string, a ...any) {
 		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(*replayError)
-			if !ok {
-				panic(r)
-			}
-			err = e
-		}
-	}()
+	defer recoverReplay(&err)
 	feed := func(in cutover.Input) {
 		now += 1000
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in) {

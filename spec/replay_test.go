@@ -38,6 +38,18 @@ func (e *replayError) Error() string {
 	return fmt.Sprintf("%s step %d (%s): %s\nreplayed so far:\n%s", e.Run, e.Step, e.Action, e.Msg, strings.Join(e.Log, "\n"))
 }
 
+// recoverReplay, deferred by a replay, turns the *replayError its fail panicked with into
+// the error it returns (any other panic goes on).
+func recoverReplay(err *error) {
+	if r := recover(); r != nil {
+		e, ok := r.(*replayError)
+		if !ok {
+			panic(r)
+		}
+		*err = e
+	}
+}
+
 // quintPath is the pinned quint binary; the test skips without it (fails with
 // LOAM_REQUIRE_REAL=1, as CI sets).
 func quintPath(t *testing.T) string {

@@ -120,15 +120,7 @@ func replayVReshard(t *testing.T, run modelRun[mState], mu vreshard.Mutants) (er
 	fail := func(i int, format string, a ...any) {
 		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(*replayError)
-			if !ok {
-				panic(r)
-			}
-			err = e
-		}
-	}()
+	defer recoverReplay(&err)
 	// cas is the store's compare-and-set of a WriteRecord.
 	cas := func(w vreshard.WriteRecord) vreshard.RecordWritten {
 		if store.Version != w.Expect {
