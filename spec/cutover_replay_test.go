@@ -77,7 +77,7 @@ func firstCutoverError(runs []modelRun[cutState], mu cutover.Mutants) (int, erro
 // cutModel is the Cutover model's state, as much of it as the replay reads.
 type cutModel struct {
 	Stage, Outcome, StoreLayout, FilesLayout, LateCut string
-	Reverse, Known, Reknown, ReversedOnce             bool
+	Reverse, Known, Reknown, ReversedOnce, CopyTask   bool
 	Pos, StoreGen, FilesGen                           int
 	Route                                             map[string]string
 	Paused, Fenced                                    map[string]bool
@@ -351,6 +351,11 @@ func replayCutover(run modelRun[cutState], mu cutover.Mutants) (steps int, err e
 			feed(cutover.CopyStarted{Step: c.Step, Task: w.next})
 			w.next++
 		case "Poll", "CaughtUp", "PollFailed":
+			if act != "PollFailed" && !p.CopyTask {
+				// The model's second known gap (its header): it polls on after d lost the
+				// copy task, where the machine rolls back at that poll.
+				return i - 1, nil
+			}
 			c := take(i, "PollCopy")[0].(cutover.PollCopy)
 			st := w.tasks[c.Task]
 			lag := map[string]int64{"Poll": 1 << 40, "CaughtUp": 0, "PollFailed": 0}[act]
