@@ -127,14 +127,7 @@ func cutoverTrace(t *testing.T, seed uint64) []cutEvent {
 // sample's, so a trace's best idx could not be read.)
 func validateCutover(t *testing.T, traces ...[]cutEvent) []int {
 	t.Helper()
-	quint, err := filepath.Abs("node_modules/.bin/quint")
-	require.NoError(t, err)
-	if _, err := os.Stat(quint); err != nil {
-		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
-			t.Fatalf("spec/node_modules is missing: run 'npm ci' in spec/ (LOAM_REQUIRE_REAL=1)")
-		}
-		t.Skip("skipped: needs quint (npm ci in spec/)")
-	}
+	quint := quintPath(t)
 	var got []int
 	for _, tr := range traces {
 		var evs []string

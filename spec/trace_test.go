@@ -88,14 +88,7 @@ func validate(t *testing.T, events []fmEvent) int {
 // whole trace, else the highest idx any run reached.
 func validateTrace(t *testing.T, module string, evs []string) int {
 	t.Helper()
-	quint, err := filepath.Abs("node_modules/.bin/quint")
-	require.NoError(t, err)
-	if _, err := os.Stat(quint); err != nil {
-		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
-			t.Fatalf("spec/node_modules is missing: run 'npm ci' in spec/ (LOAM_REQUIRE_REAL=1)")
-		}
-		t.Skip("skipped: needs quint (npm ci in spec/)")
-	}
+	quint := quintPath(t)
 	// Quint imports by a path relative to the importing file, so the generated module lives
 	// beside the trace module for the run (spec/.gitignore ignores it).
 	dir := t.TempDir()

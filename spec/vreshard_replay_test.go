@@ -1,15 +1,10 @@
 package spec
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -32,40 +27,24 @@ import (
 // Done with the model's outcome), and the store the harness keeps must hold the record the
 // model's store holds (side of Layout and Target, phase, generation and version counted
 // from the start). So the machine can do what the model allows at these bounds.
-// SPEC_REPLAY_RUNS (default 40) sets how many runs.
+// SPEC_REPLAY_RUNS (default 40) sets how many runs (SPEC_REPLAY_ITF=<dir> replays saved ones). The same runs replayed on the machine with
+// its SkipMirror mutant on must fail (the replay checks the mirror).
 func TestModelReplayVitessReshard(t *testing.T) {
-	quint, err := filepath.Abs("node_modules/.bin/quint")
-	require.NoError(t, err)
-	if _, err := os.Stat(quint); err != nil {
-		if os.Getenv("LOAM_REQUIRE_REAL") == "1" {
-			t.Fatalf("spec/node_modules is missing: run 'npm ci' in spec/ (LOAM_REQUIRE_REAL=1)")
-		}
-		t.Skip("skipped: needs quint (npm ci in spec/)")
-	}
-	runs := 40
-	if v := os.Getenv("SPEC_REPLAY_RUNS"); v != "" {
-		runs, err = strconv.Atoi(v)
-		require.NoError(t, err, "SPEC_REPLAY_RUNS=%q is not a number", v)
-	}
-	dir := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), quint, "run", "VitessReshard.qnt", "--backend=typescript", "--main=VitessReshardMC", "--seed=1",
-		"--max-samples="+strconv.Itoa(runs), "--n-traces="+strconv.Itoa(runs), "--max-steps=50", "--mbt",
-		"--out-itf="+filepath.Join(dir, "run_{seq}.itf.json"))
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "quint run failed:\n%s", out)
-	files, err := filepath.Glob(filepath.Join(dir, "run_*.itf.json"))
-	require.NoError(t, err)
-	require.Len(t, files, runs, "quint wrote %d ITF runs, not %d:\n%s", len(files), runs, out)
+	runs := modelRuns[mState](t, "VitessReshard.qnt", "VitessReshardMC", replayRuns(t, 40), 50)
 	outcomes := map[string]int{}
 	steps := 0
-	for _, f := range files {
-		states := readITF(t, f)
-		n := replayVReshard(t, filepath.Base(f), states)
-		steps += n
-		outcomes[states[len(states)-1].M.Outcome]++
+	for _, r := range runs {
+		require.NoError(t, replayVReshard(t, r, vreshard.Mutants{}))
+		steps += len(r.States) - 1
+		outcomes[r.States[len(r.States)-1].M.Outcome]++
 	}
-	t.Logf("%d model runs (%d steps) replayed on machine/vreshard; outcomes %v", runs, steps, outcomes)
+	t.Logf("%d model runs (%d steps) replayed on machine/vreshard; outcomes %v", len(runs), steps, outcomes)
 	require.Greater(t, outcomes["completed"], 0, "no replayed run completed: the replay shows nothing past the mirror")
+	// The replay has teeth: the machine's SkipMirror mutant disagrees with the model on
+	// some run of the same set.
+	err := firstReplayError(runs, func(r modelRun[mState]) error { return replayVReshard(t, r, vreshard.Mutants{SkipMirror: true}) })
+	require.Error(t, err, "machine/vreshard with SkipMirror replayed every model run: the replay does not check the mirror")
+	t.Logf("SkipMirror: %s", firstLine(err))
 }
 
 // The model's state, as much of it as the replay reads.
@@ -86,68 +65,6 @@ type mState struct {
 	Store mRec
 	VT    struct{ Writes string }
 	Dice  struct{ BadPreflight, Dirty, StreamFails, VerifyFails bool }
-}
-
-// readITF decodes an ITF run of the model: integers come as {"#bigint": "n"}, lists as
-// arrays, records as objects, the nondet picks as {"tag": "Some"|"None", "value": v}.
-func readITF(t *testing.T, file string) []mState {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var itf struct {
-		States []map[string]any `json:"states"`
-	}
-	require.NoError(t, json.Unmarshal(b, &itf))
-	var out []mState
-	for _, st := range itf.States {
-		plain := map[string]any{}
-		for k, v := range st {
-			plain[k[strings.LastIndex(k, ":")+1:]] = itfPlain(v)
-		}
-		picks := map[string]any{}
-		if p, ok := plain["nondetPicks"].(map[string]any); ok {
-			for k, v := range p {
-				if o, ok := v.(map[string]any); ok && o["tag"] == "Some" {
-					picks[k] = o["value"]
-				}
-			}
-		}
-		delete(plain, "nondetPicks")
-		plain["Action"] = plain["actionTaken"]
-		enc, err := json.Marshal(plain)
-		require.NoError(t, err)
-		var s mState
-		require.NoError(t, json.Unmarshal(enc, &s), "%s", enc)
-		s.Picks = picks
-		out = append(out, s)
-	}
-	require.NotEmpty(t, out, file)
-	return out
-}
-
-func itfPlain(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		if n, ok := x["#bigint"].(string); ok {
-			i, _ := strconv.Atoi(n)
-			return i
-		}
-		if set, ok := x["#set"]; ok {
-			return itfPlain(set)
-		}
-		o := map[string]any{}
-		for k, e := range x {
-			o[k] = itfPlain(e)
-		}
-		return o
-	case []any:
-		o := make([]any, len(x))
-		for i, e := range x {
-			o[i] = itfPlain(e)
-		}
-		return o
-	}
-	return v
 }
 
 // vreshardStart is keyspace customer unsharded (shard "0") at generation 3, split in two;
@@ -184,10 +101,13 @@ func shardNames(l shardmap.Layout) []string {
 	return out
 }
 
-// replayVReshard feeds one model run to a fresh machine; it returns the steps replayed.
-func replayVReshard(t *testing.T, run string, states []mState) int {
+// replayVReshard feeds one model run to a fresh machine (with mu on) and returns the first
+// step where the machine does not do what the model did.
+func replayVReshard(t *testing.T, run modelRun[mState], mu vreshard.Mutants) (err error) {
 	t.Helper()
+	states := run.States
 	start := vreshardStart(t)
+	start.Options.Mutants = mu
 	m := vreshard.New()
 	rec := &machine.Recorder{}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -196,35 +116,11 @@ func replayVReshard(t *testing.T, run string, states []mState) int {
 	timers := machinetest.Timers{}
 	now := int64(1000)
 	var log []string
+	// fail stops the replay with the disagreement at step i (recovered below).
 	fail := func(i int, format string, a ...any) {
-		t.Helper()
-		t.Fatalf("%s step %d (%s): %s\nreplayed so far:\n%s", run, i, states[i].Action, fmt.Sprintf(format, a...), strings.Join(log, "\n"))
+		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
 	}
-	stepOf := func(c vreshard.Command) (string, int) {
-		switch c := c.(type) {
-		case vreshard.Inspect:
-			return c.Step, c.Attempt
-		case vreshard.ReadServing:
-			return c.Step, c.Attempt
-		case vreshard.WriteRecord:
-			return c.Step, c.Attempt
-		case vreshard.Create:
-			return c.Step, c.Attempt
-		case vreshard.Status:
-			return c.Step, c.Attempt
-		case vreshard.VDiff:
-			return c.Step, c.Attempt
-		case vreshard.Switch:
-			return c.Step, c.Attempt
-		case vreshard.Verify:
-			return c.Step, c.Attempt
-		case vreshard.Complete:
-			return c.Step, c.Attempt
-		case vreshard.Cancel:
-			return c.Step, c.Attempt
-		}
-		return "", 0
-	}
+	defer recoverReplay(&err)
 	// cas is the store's compare-and-set of a WriteRecord.
 	cas := func(w vreshard.WriteRecord) vreshard.RecordWritten {
 		if store.Version != w.Expect {
@@ -410,7 +306,7 @@ func replayVReshard(t *testing.T, run string, states []mState) int {
 			fail(i, "the store holds %+v, the model's %+v", got, want)
 		}
 	}
-	return len(states) - 1
+	return nil
 }
 
 // sends reports whether the model's step from p to s sends a command: the next step's, an
@@ -439,13 +335,12 @@ func sideOf(names []string) string {
 // names: its kind by stage, a switch's types and direction, a record write's layout side,
 // target side and phase.
 func commandFits(c vreshard.Command, s mState) bool {
+	// The stages whose command is told by its kind alone.
+	if kind, ok := map[string]string{"inspect": "Inspect", "read": "ReadServing", "create": "Create", "copy": "Status",
+		"vdiff": "VDiff", "verify": "Verify", "complete": "Complete", "cancel": "Cancel"}[s.M.Stage]; ok {
+		return typeName(c) == kind
+	}
 	switch s.M.Stage {
-	case "inspect":
-		_, ok := c.(vreshard.Inspect)
-		return ok
-	case "read":
-		_, ok := c.(vreshard.ReadServing)
-		return ok
 	case "write":
 		w, ok := c.(vreshard.WriteRecord)
 		if !ok {
@@ -456,24 +351,6 @@ func commandFits(c vreshard.Command, s mState) bool {
 			target = sideOf(shardNames(*w.Record.Target))
 		}
 		return sideOf(shardNames(w.Record.Layout)) == s.M.Next.Layout && target == s.M.Next.Target
-	case "create":
-		_, ok := c.(vreshard.Create)
-		return ok
-	case "copy":
-		_, ok := c.(vreshard.Status)
-		return ok
-	case "vdiff":
-		_, ok := c.(vreshard.VDiff)
-		return ok
-	case "verify":
-		_, ok := c.(vreshard.Verify)
-		return ok
-	case "complete":
-		_, ok := c.(vreshard.Complete)
-		return ok
-	case "cancel":
-		_, ok := c.(vreshard.Cancel)
-		return ok
 	case "reads", "writes", "unswitch", "reverse":
 		sw, ok := c.(vreshard.Switch)
 		if !ok {
