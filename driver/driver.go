@@ -349,21 +349,21 @@ func (r *run[In, Cmd, Snap]) saveStep(ctx context.Context, sw stepWrite, audit b
 			return nil
 		}
 	}
-	var audited chan error
-	if audit {
-		audited = make(chan error, 1)
-		go func() { audited <- sw.write(context.WithoutCancel(ctx)) }()
-	}
+	// Two stores (etcd's fenced view, the store server): the snapshot first, then the step's
+	// exec entries, as before the batch. Written at once, an exec entry could land for a step
+	// whose snapshot a SIGKILL stopped, and the audit would show the standby executing again a
+	// step whose result it had recorded (TestEtcdLeaderKilledMidCutoverProcesses saw it).
 	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
-	if err == nil {
-		r.version = v
-		span("snapshot")
-	}
-	if audit {
-		sw.done(<-audited)
-	}
 	if err != nil {
+		if audit {
+			sw.done(r.saveError(err))
+		}
 		return r.saveError(err)
+	}
+	r.version = v
+	span("snapshot")
+	if audit {
+		sw.done(sw.write(ctx))
 	}
 	return nil
 }
