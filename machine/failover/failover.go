@@ -420,6 +420,10 @@ func (m *Machine) onRecord(ctx *machine.Ctx, in RecordWritten) {
 			m.finish(ctx, Failed, reason)
 			return
 		}
+		// The compare-and-set answered (lost), like every other answer it is a Repoint
+		// event: without it a trace would show the rebased write's attempt and no answer
+		// to the one before (the PrimaryFailover model's Repoint, spec/failover_replay_test.go).
+		m.emit(ctx, false, "conflict: the record is at version "+strconv.FormatUint(in.Conflict.Version, 10))
 		m.s.Rebases++
 		ctx.Emit(Spec, ActRebase, machine.U("gen", next.Generation), machine.U("version", in.Conflict.Version))
 		m.s.Rec, m.s.Next = in.Conflict.Clone(), next
