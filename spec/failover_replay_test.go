@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -231,12 +230,8 @@ func replayFailover(run modelRun[pfState], mu failover.Mutants) (err error) {
 		default:
 			fail("unknown model action %q", act)
 		}
-		var acts []string
-		for _, e := range tr.Take() {
-			acts = append(acts, e.Action)
-		}
-		if !slices.Equal(acts, s.Emitted) && len(acts)+len(s.Emitted) > 0 {
-			fail("the machine emitted %v, the model %v", acts, s.Emitted)
+		if acts := tr.Take(); !sameActions(acts, s.Emitted) {
+			fail("the machine emitted %v, the model %v", actionsOf(acts), s.Emitted)
 		}
 		// The command in flight: the model's stage's, or none once done.
 		want := map[string]string{"fence": "FenceOld", "reparent": "Reparent", "record": "WriteRecord", "push": "Push"}[s.Stage]

@@ -149,12 +149,8 @@ func replayFencing(run modelRun[fmState], mu fencing.Mutant) (err error) {
 		default:
 			fail("unknown model action %q", act)
 		}
-		var acts []string
-		for _, e := range tr.Take() {
-			acts = append(acts, e.Action)
-		}
-		if !slices.Equal(acts, s.Emitted) && len(acts)+len(s.Emitted) > 0 {
-			fail("the machine emitted %v, the model %v", acts, s.Emitted)
+		if acts := tr.Take(); !sameActions(acts, s.Emitted) {
+			fail("the machine emitted %v, the model %v", actionsOf(acts), s.Emitted)
 		}
 		sn := m.Snapshot()
 		if sn.ConfirmToken == "" {

@@ -7,11 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine"
 )
 
 // The shared part of issue 18's model-based replays (the machine side of each is in its
@@ -227,6 +230,21 @@ func firstReplayError[S any](runs []modelRun[S], replay func(modelRun[S]) error)
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// actionsOf is the actions of events, in order.
+func actionsOf(events []machine.SpecEvent) []string {
+	var acts []string
+	for _, e := range events {
+		acts = append(acts, e.Action)
+	}
+	return acts
+}
+
+// sameActions reports whether a machine step emitted events with exactly the actions the
+// model's step emitted, in order.
+func sameActions(events []machine.SpecEvent, model []string) bool {
+	return slices.Equal(actionsOf(events), model) || len(events)+len(model) == 0
 }
 
 // typeName is the command's type name without its package ("Inspect").

@@ -263,13 +263,8 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		default:
 			fail("unknown model action %q", act)
 		}
-		// The actions.
-		var acts []string
-		for _, e := range tr.Take() {
-			acts = append(acts, e.Action)
-		}
-		if !slices.Equal(acts, s.Emitted) && len(acts)+len(s.Emitted) > 0 {
-			fail("the machine emitted %v, the model %v", acts, s.Emitted)
+		if acts := tr.Take(); !sameActions(acts, s.Emitted) {
+			fail("the machine emitted %v, the model %v", actionsOf(acts), s.Emitted)
 		}
 		// The world.
 		if files != s.Files || !maps.Equal(routes, s.Routes) {
