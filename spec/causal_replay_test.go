@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -103,13 +102,8 @@ func crGroup(names []string) causal.SetHostgroup {
 func replayCausal(run modelRun[crState], mu causal.Mutants) (routes int, err error) {
 	states := run.States
 	m := causal.New(causal.Config{Window: 3600 * crTick, Mutants: mu})
-	tr := &machine.Recorder{}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var log []string
-	var i int
-	fail := func(format string, a ...any) {
-		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
-	}
+	rp := newReplayer(run.Name, func(i int) string { return states[i].Action })
+	tr, rng, fail := rp.tr, rp.rng, rp.fail
 	defer recoverReplay(&err)
 	now := int64(crTick)
 	// Each session's waiting request (0: none), the session's last write when it arrived,
@@ -122,7 +116,7 @@ func replayCausal(run modelRun[crState], mu causal.Mutants) (routes int, err err
 	var s crModel
 	feed := func(in causal.Input) {
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in) {
-			log = append(log, fmt.Sprintf("      cmd %T%+v", c, c))
+			rp.log = append(rp.log, fmt.Sprintf("      cmd %T%+v", c, c))
 			switch c := c.(type) {
 			case causal.Route:
 				f := session[c.ID]
@@ -151,13 +145,14 @@ func replayCausal(run modelRun[crState], mu causal.Mutants) (routes int, err err
 	feed(causal.SetHostgroup{Hostgroup: crSource, Endpoints: []lsn.Endpoint{crEndpoints["p"]}})
 	feed(crGroup([]string{"r1", "r2"}))
 	tr.Take()
-	for i = 1; i < len(states); i++ {
+	for i := 1; i < len(states); i++ {
+		rp.step = i
 		p := states[i-1].S
 		s = states[i].S
 		act, picks := states[i].Action, states[i].Picks
 		f, _ := picks["f"].(string)
 		now = int64(s.Now) * crTick
-		log = append(log, fmt.Sprintf("  %d %s %v -> model now=%d wal=%d replay=%v req=%v emitted=%v", i, act, picks, s.Now, s.Wal, s.Replay, s.Req, s.Emitted))
+		rp.log = append(rp.log, fmt.Sprintf("  %d %s %v -> model now=%d wal=%d replay=%v req=%v emitted=%v", i, act, picks, s.Now, s.Wal, s.Replay, s.Req, s.Emitted))
 		switch act {
 		case "Write":
 			feed(causal.Executed{Frontend: f, Hostgroup: crSource, Endpoint: crEndpoints["p"]})

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,8 +107,8 @@ func pfPrimary(rec *shardmap.Record, shard string, promoted shardmap.Backend) st
 func replayFailover(run modelRun[pfState], mu failover.Mutants) (err error) {
 	states := run.States
 	m := failover.New()
-	tr := &machine.Recorder{}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rp := newReplayer(run.Name, func(i int) string { return states[i].Action })
+	tr, rng, fail := rp.tr, rp.rng, rp.fail
 	timers := machinetest.Timers{}
 	now := int64(1000)
 	var start failover.Start
@@ -121,16 +120,11 @@ func replayFailover(run modelRun[pfState], mu failover.Mutants) (err error) {
 	fenced, reparented := false, false
 	pushed, pushedPrimary := 0, "old"
 	route := map[string]string{"r1": "old", "r2": "old"}
-	var log []string
-	var i int
-	fail := func(format string, a ...any) {
-		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
-	}
 	defer recoverReplay(&err)
 	feed := func(in failover.Input) {
 		now++
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in) {
-			log = append(log, "      cmd "+c.String())
+			rp.log = append(rp.log, "      cmd "+c.String())
 			if timers.Record(c) {
 				continue
 			}
@@ -159,10 +153,11 @@ func replayFailover(run modelRun[pfState], mu failover.Mutants) (err error) {
 		step, at := stepOf(c)
 		feed(failover.Reply{Step: step, Attempt: at, Err: err})
 	}
-	for i = 1; i < len(states); i++ {
+	for i := 1; i < len(states); i++ {
+		rp.step = i
 		p, s := states[i-1].S, states[i].S
 		act, picks := states[i].Action, states[i].Picks
-		log = append(log, fmt.Sprintf("  %d %s %v -> model %s/%s fenceOut=%v expect=%d emitted=%v", i, act, picks, s.Stage, s.Outcome, s.FenceOut, s.Expect, s.Emitted))
+		rp.log = append(rp.log, fmt.Sprintf("  %d %s %v -> model %s/%s fenceOut=%v expect=%d emitted=%v", i, act, picks, s.Stage, s.Outcome, s.FenceOut, s.Expect, s.Emitted))
 		switch act {
 		case "Start":
 			start = pfStart(s.Engine)

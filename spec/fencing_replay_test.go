@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -68,13 +67,8 @@ const fmTick = 1000
 func replayFencing(run modelRun[fmState], mu fencing.Mutant) (err error) {
 	states := run.States
 	m := fencemigrate.New(fencemigrate.Config{LeaseTTL: 2 * fmTick, Mutant: mu})
-	tr := &machine.Recorder{}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var log []string
-	var i int
-	fail := func(format string, a ...any) {
-		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
-	}
+	rp := newReplayer(run.Name, func(i int) string { return states[i].Action })
+	tr, rng, fail := rp.tr, rp.rng, rp.fail
 	defer recoverReplay(&err)
 	// What the machine has asked for and not been answered: by command kind.
 	out := map[string]fencemigrate.Command{}
@@ -82,7 +76,7 @@ func replayFencing(run modelRun[fmState], mu fencing.Mutant) (err error) {
 	now := int64(0)
 	feed := func(in fencemigrate.Input) {
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in) {
-			log = append(log, fmt.Sprintf("      cmd %T%+v", c, c))
+			rp.log = append(rp.log, fmt.Sprintf("      cmd %T%+v", c, c))
 			switch c := c.(type) {
 			case fencemigrate.SetTimer:
 				timerAt[c.ID] = c.At
@@ -103,12 +97,13 @@ func replayFencing(run modelRun[fmState], mu fencing.Mutant) (err error) {
 		feed(fencemigrate.PodReported{Pod: p, Version: fencing.O})
 	}
 	tr.Take()
-	for i = 1; i < len(states); i++ {
+	for i := 1; i < len(states); i++ {
+		rp.step = i
 		p, s := states[i-1].S, states[i].S
 		act, picks := states[i].Action, states[i].Picks
 		pod, _ := picks["p"].(string)
 		now = int64(s.Now) * fmTick
-		log = append(log, fmt.Sprintf("  %d %s %v -> model now=%d pods=%v allowed=%d emitted=%v", i, act, picks, s.Now, s.Pod, s.Allowed, s.Emitted))
+		rp.log = append(rp.log, fmt.Sprintf("  %d %s %v -> model now=%d pods=%v allowed=%d emitted=%v", i, act, picks, s.Now, s.Pod, s.Allowed, s.Emitted))
 		switch act {
 		case "DeployUp", "Rollback", "ReportSame":
 			feed(fencemigrate.PodReported{Pod: pod, Version: fencing.Version(s.Pod[pod])})

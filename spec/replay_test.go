@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,28 @@ type replayError struct {
 
 func (e *replayError) Error() string {
 	return fmt.Sprintf("%s step %d (%s): %s\nreplayed so far:\n%s", e.Run, e.Step, e.Action, e.Msg, strings.Join(e.Log, "\n"))
+}
+
+// replayer is what every replay keeps beside its machine: the recorder of the machine's
+// SpecEvents, the seeded generator its jitter draws from, the log of the steps replayed so
+// far (what a disagreement prints) and the step being replayed.
+type replayer struct {
+	run    string
+	action func(step int) string
+	tr     *machine.Recorder
+	rng    *rand.Rand
+	log    []string
+	step   int
+}
+
+func newReplayer(run string, action func(step int) string) *replayer {
+	return &replayer{run: run, action: action, tr: &machine.Recorder{}, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
+// fail stops the replay with the disagreement at the step being replayed (recoverReplay
+// turns it into the replay's error).
+func (r *replayer) fail(format string, a ...any) {
+	panic(&replayError{Run: r.run, Step: r.step, Action: r.action(r.step), Msg: fmt.Sprintf(format, a...), Log: r.log})
 }
 
 // recoverReplay, deferred by a replay, turns the *replayError its fail panicked with into

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -126,8 +125,8 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 	states := run.States
 	opts := configpush.Options{MaxAttempts: 2, Mutant: mu}
 	m := configpush.New(opts)
-	tr := &machine.Recorder{}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rp := newReplayer(run.Name, func(i int) string { return states[i].Action })
+	tr, rng, fail := rp.tr, rp.rng, rp.fail
 	timers := machinetest.Timers{}
 	now := int64(1000)
 	// The world: the files' generation, what each instance routes by and whether it is up,
@@ -138,16 +137,11 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 	up := map[string]bool{"i1": true, "i2": true, "i3": true}
 	wire := map[int]configpush.WriteFiles{}
 	out := map[string]configpush.Command{}
-	var log []string
-	var i int
-	fail := func(format string, a ...any) {
-		panic(&replayError{Run: run.Name, Step: i, Action: states[i].Action, Msg: fmt.Sprintf(format, a...), Log: log})
-	}
 	defer recoverReplay(&err)
 	feed := func(in configpush.Input) {
 		now++
 		for _, c := range m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in) {
-			log = append(log, fmt.Sprintf("      cmd %T%+v", c, c))
+			rp.log = append(rp.log, fmt.Sprintf("      cmd %T%+v", c, c))
 			if timers.Record(c) {
 				continue
 			}
@@ -181,7 +175,8 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		delete(out, id)
 		return c
 	}
-	for i = 1; i < len(states); i++ {
+	for i := 1; i < len(states); i++ {
+		rp.step = i
 		p, s := states[i-1].S, states[i].S
 		act, picks := states[i].Action, states[i].Picks
 		if act == "" && len(s.Emitted) > 0 {
@@ -189,7 +184,7 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		}
 		id, _ := picks["i"].(string)
 		g, _ := picks["g"].(int)
-		log = append(log, fmt.Sprintf("  %d %s %v -> model gen=%d done=%v files=%+v stray=%d wire=%v inst=%v emitted=%v",
+		rp.log = append(rp.log, fmt.Sprintf("  %d %s %v -> model gen=%d done=%v files=%+v stray=%d wire=%v inst=%v emitted=%v",
 			i, act, picks, s.Gen, s.Done, s.FilesStep, s.Stray, s.Wire, s.Inst, s.Emitted))
 		switch act {
 		case "Read", "BeginReshard", "PublishCas", "DriverRead": // the store and the driver's watch

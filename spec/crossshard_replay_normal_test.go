@@ -1,0 +1,44 @@
+//go:build !loam_mutant_indoubt_commit
+
+package spec
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine/indoubt"
+)
+
+// TestModelReplayCrossShardCommit is issue 18's model-based test for the CrossShardCommit
+// model: runs its simulator generates are replayed on machine/indoubt. The replay plays
+// the coordinator and its two branches the way the model's steps say (a PREPARE landing is
+// a prepared transaction with that time, a restart a process of node1 that started then, a
+// crash no process), and each monitor step as the monitor's inputs: a round (the first is
+// Track, the next the round timer) whose scans answer with the branches prepared, then the
+// roster. After each step the monitor must have emitted the model's actions, its alert
+// (none, orphan: the coordinator gone or restarted, or stuck) must be the model's, and no
+// branch may have changed but as the model's coordinator changed it. SPEC_REPLAY_RUNS
+// (default 30) sets how many runs. The monitor built with -tags
+// loam_mutant_indoubt_commit (it commits an orphan's branches) must fail the same runs:
+// TestModelReplayCrossShardCommitMutant, crossshard_replay_mutant_test.go.
+func TestModelReplayCrossShardCommit(t *testing.T) {
+	runs := crossShardRuns(t)
+	steps, alerts := 0, map[string]int{}
+	for _, r := range runs {
+		require.NoError(t, replayCrossShard(r))
+		steps += len(r.States) - 1
+		seen := map[string]bool{}
+		for _, s := range r.States {
+			if s.S.Alert != "" && !seen[s.S.Alert] {
+				seen[s.S.Alert] = true
+				alerts[s.S.Alert]++
+			}
+		}
+	}
+	t.Logf("%d model runs (%d steps) replayed on machine/indoubt; runs alerting: %v", len(runs), steps, alerts)
+	require.Greater(t, alerts["orphan"], 0, "no replayed run alerted an orphan")
+}
+
+// csCommitted: the monitor of a normal build has no command that resolves a transaction.
+func csCommitted(indoubt.Command) (string, bool) { return "", false }
