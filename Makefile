@@ -25,6 +25,7 @@ test:
 	$(GO) test -count=1 -timeout 30m ./detsim/...
 	$(GO) test -count=1 -timeout 30m -tags $(MUTANT_TAGS) ./machine/indoubt/ ./driver/
 	$(GO) test -count=1 -timeout 30m -tags $(MUTANT_TAGS) -run 'TestMutants|TestExplore' ./detsim/scenario/
+	$(GO) test -count=1 -timeout 30m -tags $(MUTANT_TAGS) -run 'TestModelReplayCrossShardCommitMutant$$' ./spec/
 	@set -e; for mod in $(NESTED); do echo "== $$mod (workspace)"; (cd $$mod && $(WORKSPACE) $(GO) test -count=1 -timeout 30m ./...); done
 	$(MAKE) spec
 
