@@ -10,13 +10,16 @@ import (
 	"loam.dev/router/machine/cutover"
 )
 
-// drive runs a cutover of fixture() with plan to its Done. seen sees every command first;
-// reply answers one (nil: the default, a success: the copy is task 7, replicating with lag 1,
-// and the instance lists it finished and the stream, task 8, replicating). Timers fire when
-// nothing else is queued.
-func drive(t *testing.T, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
+// drive runs a cutover of fixture() with plan to its Done, on ctx (nil: a fresh one at 1000
+// ms with no Rand). seen sees every command first; reply answers one (nil: the default, a
+// success: the copy is task 7, replicating with lag 1, and the instance lists it finished and
+// the stream, task 8, replicating), and its answer reaches the machine at ctx.Now+1. Timers
+// fire when nothing else is queued.
+func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	m := cutover.New()
-	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	if ctx == nil {
+		ctx = &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	}
 	rec := fixture()
 	queue := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
 	version := rec.Version
@@ -81,7 +84,7 @@ func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTi
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub", Options: opts}
 	paused, resumed := false, false
 	down := errors.New("unreachable")
-	done = drive(t, plan, func(c cutover.Command) {
+	done = drive(t, nil, plan, func(c cutover.Command) {
 		if _, ok := c.(cutover.SetTimer); ok && paused && !resumed {
 			retryTimers++
 		}

@@ -18,7 +18,7 @@ func TestLaggingSaysWhatTheWorldShows(t *testing.T) {
 	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 10}
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
 	unfencedSource := 0
-	done := drive(t, plan, func(cutover.Command) {}, func(c cutover.Command) cutover.Input {
+	done := drive(t, nil, plan, func(cutover.Command) {}, func(c cutover.Command) cutover.Input {
 		switch c := c.(type) {
 		case cutover.ListTasks:
 			if strings.Contains(c.Step, "/check/") {
