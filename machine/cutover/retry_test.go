@@ -3,6 +3,7 @@ package cutover_test
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,12 +13,13 @@ import (
 	"loam.dev/router/machine/cutover"
 )
 
-// finalUnfenceFailing drives a cutover to Finalized with the first source shard's final
-// Unfence (a persistent op: it is retried until it succeeds) failing fails times. It returns
+// finalUnfenceFailing drives a cutover with Attempts 3 and retryAfter to Finalized, the first
+// source shard's final Unfence (a persistent op: it is retried until it succeeds) failing
+// fails times. It returns
 // how many of those failures had been answered when each Alert naming that Unfence was
 // raised, and the delay from each failure to the retry timer it set.
-func finalUnfenceFailing(t *testing.T, rnd *rand.Rand, fails int) (alertedAfter []int, delays []int64) {
-	opts := cutover.Options{PollEvery: 10, RetryAfter: 1000, Attempts: 3, Grace: 10, FinalizeAfter: 10}
+func finalUnfenceFailing(t *testing.T, rnd *rand.Rand, retryAfter int64, fails int) (alertedAfter []int, delays []int64) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: retryAfter, Attempts: 3, Grace: 10, FinalizeAfter: 10}
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
 	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard, Rand: rnd}
 	shard, step := "", "" // the failing Unfence: its shard and its step (the first attempt's id)
@@ -57,17 +59,17 @@ func finalUnfenceFailing(t *testing.T, rnd *rand.Rand, fails int) (alertedAfter 
 // succeeds raises one Alert, on its Attempts-th failure: not before (a false alarm while
 // its ordinary retries are still running) and not later (an operator left unwarned).
 func TestPersistentRetryAlertsOnItsAttemptsthFailure(t *testing.T) {
-	alerted, _ := finalUnfenceFailing(t, nil, 2)
+	alerted, _ := finalUnfenceFailing(t, nil, 1000, 2)
 	require.Empty(t, alerted, "2 failures of 3 attempts raise no Alert")
-	alerted, _ = finalUnfenceFailing(t, nil, 7)
+	alerted, _ = finalUnfenceFailing(t, nil, 1000, 7)
 	require.Equal(t, []int{3}, alerted, "one Alert, on the 3rd failure")
 }
 
 // TestRetriesJittered: with ctx.Rand the retries of a failing op wait RetryAfter to
-// 1.5 × RetryAfter, spread (ops failing together do not retry in step); without it each
+// 1.5 × RetryAfter (both included), spread (ops failing together do not retry in step); without it each
 // waits exactly RetryAfter.
 func TestRetriesJittered(t *testing.T) {
-	_, delays := finalUnfenceFailing(t, rand.New(rand.NewPCG(7, 8)), 20)
+	_, delays := finalUnfenceFailing(t, rand.New(rand.NewPCG(7, 8)), 1000, 20)
 	require.Len(t, delays, 20)
 	distinct := map[int64]bool{}
 	for _, d := range delays {
@@ -76,6 +78,85 @@ func TestRetriesJittered(t *testing.T) {
 	}
 	require.Greater(t, len(distinct), 5, "20 retries drew %d distinct delays", len(distinct))
 
-	_, delays = finalUnfenceFailing(t, nil, 5)
+	_, delays = finalUnfenceFailing(t, nil, 1000, 5)
 	require.Equal(t, []int64{1000, 1000, 1000, 1000, 1000}, delays)
+
+	// The spread reaches both ends: at RetryAfter 4, 30 retries wait 4, 5 and 6 ms.
+	_, delays = finalUnfenceFailing(t, rand.New(rand.NewPCG(7, 8)), 4, 30)
+	distinct = map[int64]bool{}
+	for _, d := range delays {
+		distinct[d] = true
+	}
+	require.Equal(t, map[int64]bool{4: true, 5: true, 6: true}, distinct)
+}
+
+// lateRetryOfFence is the world where a retry must not reuse its step (issue 20: "retry
+// reuses a step"). The first Fence of source shard 0 times out without landing (an answer
+// is final: it never will); the machine retries it, and the retry is slow: it stays in
+// flight. Meanwhile attempt 1's answer is handed to the machine a second time (a driver that
+// restarted re-delivers, or the network repeats it). Under its own step id that answer says
+// nothing about the retry. The retry then lands, after the first Unfence of the shard if
+// the machine sent one. It returns the Done and the world's violations.
+func lateRetryOfFence(t *testing.T, mutants cutover.Mutants) (cutover.Done, []string) {
+	var first cutover.Input // attempt 1's answer
+	var held cutover.Command
+	land := func(w *world, feed func(cutover.Input)) {
+		feed(w.apply(held, nil, false))
+		held = nil
+	}
+	isShard0 := func(w *world, shard string) bool { return shard == w.src[0] }
+	done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{}, mutants: mutants,
+		deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+			switch c := c.(type) {
+			case cutover.Fence:
+				switch {
+				case !isShard0(w, c.Shard):
+				case first == nil:
+					first = w.apply(c, errors.New("call timed out"), false)
+					feed(first)
+					return true
+				case held == nil:
+					held = c
+					feed(first)
+					return true
+				}
+			case cutover.Unfence:
+				if held != nil && isShard0(w, c.Shard) {
+					feed(w.apply(c, nil, false))
+					land(w, feed)
+					return true
+				}
+			}
+			return false
+		},
+		idle: func(w *world, feed func(cutover.Input)) bool {
+			if held == nil {
+				return false
+			}
+			land(w, feed)
+			return true
+		},
+	})
+	require.NotNil(t, first, "the world never met the source shard's Fence")
+	return done, violations
+}
+
+// TestRetryHasItsOwnStep: each attempt of a step has its own id, and only the answer of
+// the attempt in flight settles it. With the retry's own id the repeated answer of attempt
+// 1 is ignored, the retry's success fences the shard and the cutover finalizes with every
+// invariant kept. Reusing the first attempt's id (the RetryReusesStep mutant) takes that
+// answer for the retry's: the fence fails, the rollback unfences the shard, and the retry,
+// still in flight, lands after the Unfence: the rollback ends with a source shard fenced,
+// the instances resumed onto it, and every write to it refused.
+func TestRetryHasItsOwnStep(t *testing.T) {
+	done, violations := lateRetryOfFence(t, cutover.Mutants{})
+	require.Empty(t, violations)
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+
+	done, violations = lateRetryOfFence(t, cutover.Mutants{RetryReusesStep: true})
+	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+	want := []string{"fenced=true, want false", "resumed while shard"}
+	for _, s := range want {
+		require.True(t, slices.ContainsFunc(violations, func(v string) bool { return strings.Contains(v, s) }), "no violation %q in %q", s, violations)
+	}
 }
