@@ -69,22 +69,31 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 // okSaysWhatHappened: the trace's ok field of the event an answer makes is whether that
 // answer succeeded (the spec's trace checks read it).
 func (f *fleet) okSaysWhatHappened(in configpush.Input, events []machine.SpecEvent) {
+	require.NoError(f.t, okMismatch(in, events))
+}
+
+// okMismatch says how an event an answer made has an ok field that is not whether the
+// answer succeeded, or nil.
+func okMismatch(in configpush.Input, events []machine.SpecEvent) error {
 	var err error
 	switch in := in.(type) {
 	case configpush.FilesWritten:
+		err = in.Err
+	case configpush.FilesSeen:
 		err = in.Err
 	case configpush.Reloaded:
 		err = in.Err
 	case configpush.Observed:
 		err = in.Err
 	default:
-		return
+		return nil
 	}
 	for _, e := range events {
-		if i := slices.IndexFunc(e.Fields, func(x machine.Field) bool { return x.Key == "ok" }); i >= 0 {
-			require.Equal(f.t, machine.B("ok", err == nil), e.Fields[i], "%s after %+v", e.Action, in)
+		if i := slices.IndexFunc(e.Fields, func(x machine.Field) bool { return x.Key == "ok" }); i >= 0 && e.Fields[i] != machine.B("ok", err == nil) {
+			return fmt.Errorf("%s after %+v says %v", e.Action, in, e.Fields[i])
 		}
 	}
+	return nil
 }
 
 func (f *fleet) answer(c configpush.Command) configpush.Input {
