@@ -160,3 +160,27 @@ func TestRetryHasItsOwnStep(t *testing.T) {
 		require.True(t, slices.ContainsFunc(violations, func(v string) bool { return strings.Contains(v, s) }), "no violation %q in %q", s, violations)
 	}
 }
+
+// TestCutoverTriedAttemptsTimes: a CUTOVER that fails and did not take (its copy task still
+// replicating) is tried again, Attempts times in all, each try under its own step id, and
+// then the cutover rolls back saying so: the instances are not held for ever.
+func TestCutoverTriedAttemptsTimes(t *testing.T) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 3, Grace: 10}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
+	steps := map[string]bool{}
+	done := drive(t, nil, plan, func(cutover.Command) {}, func(c cutover.Command) cutover.Input {
+		switch c := c.(type) {
+		case cutover.Cutover:
+			steps[c.Step] = true
+			return cutover.Reply{Step: c.Step, Err: errors.New("58000 cutover failed")}
+		case cutover.ListTasks:
+			if len(steps) > 0 {
+				return cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskReplicating}}}
+			}
+		}
+		return nil
+	})
+	require.Len(t, steps, 3, "3 tries, each its own step: %v", steps)
+	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+	require.Contains(t, done.Reason, "did not take after 3 attempts")
+}
