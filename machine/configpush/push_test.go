@@ -371,6 +371,36 @@ func TestZeroOptionsTakeTheDefaults(t *testing.T) {
 	require.Equal(t, 5, count(f.issued, anyCmd[configpush.WriteFiles]))
 }
 
+// TestBackoffJittered: with ctx.Rand each retry waits between half its delay and its delay
+// (Backoff doubling to MaxBackoff), spread, so instances failing together do not retry in
+// step; TestZeroOptionsTakeTheDefaults has the exact delays without it.
+func TestBackoffJittered(t *testing.T) {
+	nominal := []int64{500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000, 10_000, 10_000, 10_000}
+	f := newFleet(t)
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.m = configpush.New(configpush.Options{MaxAttempts: len(nominal) + 1})
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	var deadline int64
+	var delays []int64
+	for i, s := range f.sets {
+		if i%2 == 0 {
+			deadline = s.At
+		} else {
+			delays = append(delays, s.At-deadline+10_000)
+		}
+	}
+	require.Len(t, delays, len(nominal))
+	exact := 0
+	for i, d := range delays {
+		require.True(t, d >= nominal[i]-nominal[i]/2 && d <= nominal[i], "retry %d waits %d ms, nominal %d", i+1, d, nominal[i])
+		if d == nominal[i] {
+			exact++
+		}
+	}
+	require.Less(t, exact, 3, "the delays are jittered: %v", delays)
+}
+
 // A push restored after it ended has no files (the snapshot keeps only their digest). When
 // the same push comes again to retry a stuck instance, the instance is reloaded with the
 // pushed files, not with none.
