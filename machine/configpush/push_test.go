@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -399,6 +400,22 @@ func TestBackoffJittered(t *testing.T) {
 		}
 	}
 	require.Less(t, exact, 3, "the delays are jittered: %v", delays)
+
+	// The spread reaches both ends: at a 4 ms delay, 30 retries wait 2, 3 and 4 ms.
+	f = newFleet(t)
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.m = configpush.New(configpush.Options{Backoff: 4 * time.Millisecond, MaxBackoff: 4 * time.Millisecond, MaxAttempts: 31})
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	waits := map[int64]bool{}
+	for i, s := range f.sets {
+		if i%2 == 0 {
+			deadline = s.At
+		} else {
+			waits[s.At-deadline+10_000] = true
+		}
+	}
+	require.Equal(t, map[int64]bool{2: true, 3: true, 4: true}, waits)
 }
 
 // A push restored after it ended has no files (the snapshot keeps only their digest). When
