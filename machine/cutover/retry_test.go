@@ -184,3 +184,62 @@ func TestCutoverTriedAttemptsTimes(t *testing.T) {
 	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
 	require.Contains(t, done.Reason, "did not take after 3 attempts")
 }
+
+// TestWaitsLastTheirOptions: finalize on its own starts (stopping the reverse stream) no
+// sooner than FinalizeAfter after the last instance resumed, and the old shards are
+// unfenced no sooner than Grace after the stream was stopped (the simulator's
+// cutover-windows world, window held, shows a statement of a stale router landing without
+// the grace).
+func TestWaitsLastTheirOptions(t *testing.T) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 7000, FinalizeAfter: 5000}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	var resumed, stopped, unfenced int64
+	done := drive(t, ctx, plan, func(c cutover.Command) {
+		switch c := c.(type) {
+		case cutover.Resume:
+			resumed = ctx.Now
+		case cutover.StopTask:
+			stopped = ctx.Now
+		case cutover.Unfence:
+			if strings.Contains(c.Step, "/unfence/") && unfenced == 0 {
+				unfenced = ctx.Now
+			}
+		}
+	}, func(cutover.Command) cutover.Input { return nil })
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.NotZero(t, resumed)
+	require.GreaterOrEqual(t, stopped-resumed, opts.FinalizeAfter, "finalize began %d ms after the resume", stopped-resumed)
+	require.GreaterOrEqual(t, unfenced-stopped, opts.Grace, "the old shards opened %d ms after the stream stopped", unfenced-stopped)
+}
+
+// TestStuckCutoverAlertsEveryStuckPolls: a CUTOVER whose answer failed and whose task stays
+// cutting over is listed again and again; the 20th listing raises one Alert that counts
+// them, and the 40th another (every instance is held meanwhile), until the task finishes.
+func TestStuckCutoverAlertsEveryStuckPolls(t *testing.T) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 10}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
+	failed, listings := false, 0
+	var stuck []string
+	done := drive(t, nil, plan, func(c cutover.Command) {
+		if a, ok := c.(cutover.Alert); ok && strings.Contains(a.Reason, "is still") {
+			stuck = append(stuck, a.Reason)
+		}
+	}, func(c cutover.Command) cutover.Input {
+		switch c := c.(type) {
+		case cutover.Cutover:
+			failed = true
+			return cutover.Reply{Step: c.Step, Err: errors.New("canceling statement due to statement timeout")}
+		case cutover.ListTasks:
+			if failed && listings < 45 {
+				listings++
+				return cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskCuttingOver}}}
+			}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.Len(t, stuck, 2, "%q", stuck)
+	require.Contains(t, stuck[0], "after 20 listings")
+	require.Contains(t, stuck[1], "after 40 listings")
+}
