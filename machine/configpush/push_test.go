@@ -109,6 +109,8 @@ func (f *fleet) answer(c configpush.Command) configpush.Input {
 		return configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err}
 	case configpush.Observe:
 		return configpush.Observed{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: c.Generation, Known: true, Err: err}
+	case configpush.AwaitFiles:
+		return configpush.FilesSeen{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: c.Generation, Err: err}
 	}
 	f.t.Fatalf("no answer for %T", c)
 	return nil
