@@ -58,6 +58,7 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 			delete(f.timers, c.ID)
 		case configpush.Outcome:
 			f.outcomes = append(f.outcomes, c)
+			f.doneSaysTheOutcome(c, f.events[seen:])
 		default:
 			cmds = append(cmds, c)
 		}
@@ -71,6 +72,19 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 // answer succeeded (the spec's trace checks read it).
 func (f *fleet) okSaysWhatHappened(in configpush.Input, events []machine.SpecEvent) {
 	require.NoError(f.t, okMismatch(in, events))
+}
+
+// doneSaysTheOutcome: the trace's Done event of a push that ends states its Outcome: how
+// many instances ended each way, and whether the files were written.
+func (f *fleet) doneSaysTheOutcome(o configpush.Outcome, events []machine.SpecEvent) {
+	if o.Refused != "" || o.SupersededBy != 0 {
+		return
+	}
+	i := slices.IndexFunc(events, func(e machine.SpecEvent) bool { return e.Action == configpush.ActDone })
+	require.GreaterOrEqual(f.t, i, 0, "an Outcome without a Done event: %+v", o)
+	want := []machine.Field{machine.U("gen", o.Generation), machine.I("confirmed", int64(len(o.Confirmed))), machine.I("ahead", int64(len(o.Ahead))),
+		machine.I("unknown", int64(len(o.Unknown))), machine.I("stuck", int64(len(o.Stuck))), machine.B("files_ok", o.FilesErr == "")}
+	require.Equal(f.t, want, events[i].Fields, "the Done event of %+v", o)
 }
 
 // okMismatch says how an event an answer made has an ok field that is not whether the
