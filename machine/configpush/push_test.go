@@ -561,3 +561,9 @@ func TestRepliesMatchTheirAttempt(t *testing.T) {
 		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: first.Attempt}), "the old files' write answered again")
 	})
 }
+
+// TestOutcomeString: an Outcome's log line names a refusal only when there is one.
+func TestOutcomeString(t *testing.T) {
+	require.NotContains(t, configpush.Outcome{Generation: 4, Confirmed: []string{"a"}}.String(), "refused")
+	require.Contains(t, configpush.Outcome{Generation: 4, Refused: "no record"}.String(), `refused="no record"`)
+}

@@ -14,7 +14,8 @@ import (
 // ms with no Rand). seen sees every command first; reply answers one (nil: the default, a
 // success: the copy is task 7, replicating with lag 1, and the instance lists it finished and
 // the stream, task 8, replicating), and its answer reaches the machine at ctx.Now+1. Timers
-// fire when nothing else is queued.
+// fire when nothing else is queued. Done() must say the cutover ended only once the Done
+// command came, with its outcome.
 func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	m := cutover.New()
 	if ctx == nil {
@@ -43,6 +44,9 @@ func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.
 			seen(c)
 			switch c := c.(type) {
 			case cutover.Done:
+				o, ended := m.Done()
+				require.True(t, ended, "Done() after the Done command")
+				require.Equal(t, c.Outcome, o)
 				return c
 			case cutover.SetTimer:
 				timers[c.ID] = c.At
@@ -53,6 +57,8 @@ func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.
 			case cutover.Alert:
 				continue
 			}
+			_, ended := m.Done()
+			require.False(t, ended, "Done() before the Done command")
 			if in = reply(c); in == nil {
 				switch c := c.(type) {
 				case cutover.WriteRecord:
