@@ -562,8 +562,11 @@ func TestRepliesMatchTheirAttempt(t *testing.T) {
 	})
 }
 
-// TestOutcomeString: an Outcome's log line names a refusal only when there is one.
+// TestOutcomeString: an Outcome's log line names each of its parts that is set, and only
+// those.
 func TestOutcomeString(t *testing.T) {
-	require.NotContains(t, configpush.Outcome{Generation: 4, Confirmed: []string{"a"}}.String(), "refused")
-	require.Contains(t, configpush.Outcome{Generation: 4, Refused: "no record"}.String(), `refused="no record"`)
+	require.Equal(t, "Outcome gen=4", configpush.Outcome{Generation: 4}.String())
+	full := configpush.Outcome{Generation: 4, Refused: "no record", FilesErr: "boom", SupersededBy: 5,
+		Confirmed: []string{"a", "b"}, Ahead: []string{"c"}, Unknown: []string{"d"}, Stuck: []string{"e"}}
+	require.Equal(t, `Outcome gen=4 refused="no record" files_err="boom" superseded_by=5 confirmed=(a,b) ahead=(c) unknown=(d) stuck=(e)`, full.String())
 }
