@@ -22,6 +22,21 @@ func TestStartRefusesAttemptMark(t *testing.T) {
 	require.True(t, ok, "%v", cmds[0])
 	require.Equal(t, cutover.Aborted, done.Outcome)
 	require.Contains(t, done.Reason, `shard name "n0#2" contains '#'`)
+	require.Equal(t, rec.Generation, done.Generation, "a refusal names the record's generation")
+}
+
+// TestStartRefusesNoRecord: a Start without a record is refused, not a crash, and the
+// refused machine's snapshot restores.
+func TestStartRefusesNoRecord(t *testing.T) {
+	m := cutover.New()
+	cmds := m.On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Plan: cutover.Plan{
+		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	require.Len(t, cmds, 1)
+	done, ok := cmds[0].(cutover.Done)
+	require.True(t, ok, "%v", cmds[0])
+	require.Equal(t, cutover.Aborted, done.Outcome)
+	_, err := cutover.Restore(m.Snapshot())
+	require.NoError(t, err)
 }
 
 // TestStartRefusesSharedServer: the fence is a role's, and a role belongs to the whole
