@@ -74,6 +74,7 @@ func reliableWith(t *testing.T, r worldRun) (cutover.Done, []string, int, map[st
 				done = &c
 				w.checkEnd(c)
 			case cutover.Alert:
+				w.alert(c)
 			default:
 				w.send(c)
 				pending = append(pending, c)

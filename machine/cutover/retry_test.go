@@ -243,3 +243,24 @@ func TestStuckCutoverAlertsEveryStuckPolls(t *testing.T) {
 	require.Contains(t, stuck[0], "after 20 listings")
 	require.Contains(t, stuck[1], "after 40 listings")
 }
+
+// TestLateCopyAfterTheUndoIsAlerted: every COPY_DATA try fails, so the cutover gives up
+// and rolls back; the success of one of those tries arrives while the undo writes the
+// record back, after its stop stage. The undo cannot stop that task any more: an Alert must
+// name it for the operator to stop.
+func TestLateCopyAfterTheUndoIsAlerted(t *testing.T) {
+	late, alerted := false, false
+	done, _, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{}, failing: "app/4/copy/*",
+		deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+			if wr, ok := c.(cutover.WriteRecord); ok && strings.Contains(wr.Step, "/undo/record") && !late {
+				late = true
+				before := w.alerts
+				feed(cutover.CopyStarted{Step: "app/4/copy/pgdog-1", Task: 9})
+				alerted = w.alerts > before
+			}
+			return false
+		}})
+	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+	require.True(t, late, "the undo never wrote the record back")
+	require.True(t, alerted, "no Alert for the task the late COPY_DATA started")
+}
