@@ -264,3 +264,40 @@ func TestLateCopyAfterTheUndoIsAlerted(t *testing.T) {
 	require.True(t, late, "the undo never wrote the record back")
 	require.True(t, alerted, "no Alert for the task the late COPY_DATA started")
 }
+
+// TestCopyTaskEndedBeforeCutover: a copy task found finished or cutting over while catching
+// up was moved by a CUTOVER (only CUTOVER finishes one), so the designated instance's
+// routing may have moved: the rollback reloads it. A failed poll is tried again PollEvery
+// later, not at once.
+func TestCopyTaskEndedBeforeCutover(t *testing.T) {
+	for _, st := range []cutover.TaskState{cutover.TaskFinished, cutover.TaskCuttingOver} {
+		opts := cutover.Options{PollEvery: 400, RetryAfter: 50, Attempts: 2, Grace: 10}
+		plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
+		ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+		polls, reloads := 0, 0
+		var failedAt, retriedAt int64
+		done := drive(t, ctx, plan, func(c cutover.Command) {
+			if _, ok := c.(cutover.PollCopy); ok && polls == 1 {
+				retriedAt = ctx.Now
+			}
+		}, func(c cutover.Command) cutover.Input {
+			switch c := c.(type) {
+			case cutover.PollCopy:
+				polls++
+				if polls == 1 {
+					failedAt = ctx.Now + 1
+					return cutover.CopyPolled{Step: c.Step, Err: errors.New("connection reset")}
+				}
+				return cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: st}, LagBytes: -1}
+			case cutover.Reload:
+				if strings.Contains(c.Step, "/undo/reload/") {
+					reloads++
+				}
+			}
+			return nil
+		})
+		require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+		require.Equal(t, 1, reloads, "task %v: the rollback reloads pgdog-1", st)
+		require.GreaterOrEqual(t, retriedAt-failedAt, opts.PollEvery, "the failed poll was tried again %d ms later", retriedAt-failedAt)
+	}
+}
