@@ -146,3 +146,30 @@ func TestRetryEventNamesTheAttemptItStarts(t *testing.T) {
 	f.settle()
 	require.Equal(t, []string{"a"}, f.last().Confirmed)
 }
+
+// TestHaltedQueuedPushRestores: a push whose files write waits behind an older push's
+// write still in flight, restored with files that no longer match its digest (a password
+// rotated), ends with ErrFilesChanged; what it leaves is a valid snapshot that restores
+// again.
+func TestHaltedQueuedPushRestores(t *testing.T) {
+	f := newFleet(t)
+	f.silent = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.on(push(4, filesFor(4), "a"))
+	f.on(push(5, filesFor(5), "a")) // replaces generation 4, whose write is still out
+	b, err := json.Marshal(f.m.Snapshot())
+	require.NoError(t, err)
+	var s configpush.Snapshot
+	require.NoError(t, json.Unmarshal(b, &s))
+	m, err := configpush.RestoreWithFiles(s, (&world{}).record(5), rotated(5), propOpts)
+	require.NoError(t, err)
+	out := m.On(&machine.Ctx{Now: f.now, Trace: machine.Discard}, configpush.Restarted{})
+	i := slices.IndexFunc(out, func(c configpush.Command) bool { _, ok := c.(configpush.Outcome); return ok })
+	require.GreaterOrEqual(t, i, 0, "the halted push reports its end: %v", out)
+	require.Contains(t, out[i].(configpush.Outcome).FilesErr, configpush.ErrFilesChanged.Error())
+	b, err = json.Marshal(m.Snapshot())
+	require.NoError(t, err)
+	var s2 configpush.Snapshot
+	require.NoError(t, json.Unmarshal(b, &s2))
+	_, err = configpush.Restore(s2, propOpts)
+	require.NoError(t, err, "the halted push's snapshot restores")
+}
