@@ -1,6 +1,7 @@
 package cutover_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -71,4 +72,15 @@ func TestStartRefusesSharedServer(t *testing.T) {
 		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
 	require.Len(t, cmds, 1)
 	require.Contains(t, cmds[0].(cutover.Done).Reason, "source shard s0 and destination shard n0 are on the same server DB-A:5432")
+}
+
+// TestStartPublicationName: a publication name is lower-case letters, digits and '_' (PgDog
+// lowercases admin commands), digits 0 to 9 included; anything else is refused.
+func TestStartPublicationName(t *testing.T) {
+	for pub, ok := range map[string]bool{"app_pub09": true, "pub_2019": true, "App": false, "app-pub": false, "app.pub": false, "app/pub": false, "": false} {
+		cmds := cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: fixture(), Plan: cutover.Plan{
+			Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: pub}})
+		done, refused := cmds[0].(cutover.Done)
+		require.Equal(t, !ok, refused && strings.Contains(done.Reason, "publication"), "publication %q: %v", pub, cmds[0])
+	}
 }
