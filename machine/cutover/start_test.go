@@ -75,9 +75,9 @@ func TestStartRefusesSharedServer(t *testing.T) {
 }
 
 // TestStartPublicationName: a publication name is lower-case letters, digits and '_' (PgDog
-// lowercases admin commands), digits 0 to 9 included; anything else is refused.
+// lowercases admin commands), a to z and 0 to 9 included; anything else is refused.
 func TestStartPublicationName(t *testing.T) {
-	for pub, ok := range map[string]bool{"app_pub09": true, "pub_2019": true, "App": false, "app-pub": false, "app.pub": false, "app/pub": false, "": false} {
+	for pub, ok := range map[string]bool{"app_pub09": true, "pub_2019": true, "zone_0": true, "App": false, "app-pub": false, "app.pub": false, "app/pub": false, "": false} {
 		cmds := cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: fixture(), Plan: cutover.Plan{
 			Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: pub}})
 		done, refused := cmds[0].(cutover.Done)
