@@ -91,7 +91,8 @@ var mutants = []mutant{
 // it, and has its necessity world in the machine's world model.
 var cutoverAwaitingAWorld = map[string]string{
 	scenario.MutantRetryReusesStep: "the world model trips it (TestMutantsTripInvariants RetryReusesStep/fence and /hold: " +
-		"a command sent while its opposite is in flight); cutover-windows' window 3 (answers fed twice, late, while the retry " +
+		"a command sent while its opposite is in flight; TestRetryHasItsOwnStep: a timed-out Fence's retry lands after " +
+		"the rollback's Unfence, the instances resume onto a fenced source shard); cutover-windows' window 3 (answers fed twice, late, while the retry " +
 		"is out, over slow controller-to-shard links) runs it over 600 seeds with no invariant tripped: a Fence or Pause " +
 		"landing after its opposite needs that opposite delivered first on the same slow link, which the seeds did not meet",
 }

@@ -22,7 +22,8 @@ import (
 // re-reads whatever the pod sees at that moment. Replies take a few milliseconds and some
 // fail; timers fire on time. It checks that an instance is Confirmed only when it loaded
 // the pushed generation, that with AwaitFiles no RELOAD goes to a pod that cannot see the
-// files yet, and that every instance is Confirmed when the lag fits the retry budget.
+// files yet, that the trace's ok field of every answer is whether it succeeded, and that
+// every instance is Confirmed when the lag fits the retry budget.
 type kubeletWorld struct {
 	c        machinetest.Chooser
 	opts     configpush.Options
@@ -80,8 +81,13 @@ func (w *kubeletWorld) fail() error {
 }
 
 func (w *kubeletWorld) step(in configpush.Input) {
-	ctx := &machine.Ctx{Now: w.now, Rand: w.rng, Trace: machine.Discard}
-	for _, c := range w.m.On(ctx, in) {
+	rec := &machine.Recorder{}
+	ctx := &machine.Ctx{Now: w.now, Rand: w.rng, Trace: rec}
+	cmds := w.m.On(ctx, in)
+	if err := okMismatch(in, rec.Take()); err != nil {
+		w.errs = append(w.errs, err)
+	}
+	for _, c := range cmds {
 		latency := int64(1 + w.c.IntN(200))
 		switch c := c.(type) {
 		case configpush.WriteFiles:

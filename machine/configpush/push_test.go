@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,6 +58,7 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 			delete(f.timers, c.ID)
 		case configpush.Outcome:
 			f.outcomes = append(f.outcomes, c)
+			f.doneSaysTheOutcome(c, f.events[seen:])
 		default:
 			cmds = append(cmds, c)
 		}
@@ -69,22 +71,44 @@ func (f *fleet) on(in configpush.Input) []configpush.Command {
 // okSaysWhatHappened: the trace's ok field of the event an answer makes is whether that
 // answer succeeded (the spec's trace checks read it).
 func (f *fleet) okSaysWhatHappened(in configpush.Input, events []machine.SpecEvent) {
+	require.NoError(f.t, okMismatch(in, events))
+}
+
+// doneSaysTheOutcome: the trace's Done event of a push that ends states its Outcome: how
+// many instances ended each way, and whether the files were written.
+func (f *fleet) doneSaysTheOutcome(o configpush.Outcome, events []machine.SpecEvent) {
+	if o.Refused != "" || o.SupersededBy != 0 {
+		return
+	}
+	i := slices.IndexFunc(events, func(e machine.SpecEvent) bool { return e.Action == configpush.ActDone })
+	require.GreaterOrEqual(f.t, i, 0, "an Outcome without a Done event: %+v", o)
+	want := []machine.Field{machine.U("gen", o.Generation), machine.I("confirmed", int64(len(o.Confirmed))), machine.I("ahead", int64(len(o.Ahead))),
+		machine.I("unknown", int64(len(o.Unknown))), machine.I("stuck", int64(len(o.Stuck))), machine.B("files_ok", o.FilesErr == "")}
+	require.Equal(f.t, want, events[i].Fields, "the Done event of %+v", o)
+}
+
+// okMismatch says how an event an answer made has an ok field that is not whether the
+// answer succeeded, or nil.
+func okMismatch(in configpush.Input, events []machine.SpecEvent) error {
 	var err error
 	switch in := in.(type) {
 	case configpush.FilesWritten:
+		err = in.Err
+	case configpush.FilesSeen:
 		err = in.Err
 	case configpush.Reloaded:
 		err = in.Err
 	case configpush.Observed:
 		err = in.Err
 	default:
-		return
+		return nil
 	}
 	for _, e := range events {
-		if i := slices.IndexFunc(e.Fields, func(x machine.Field) bool { return x.Key == "ok" }); i >= 0 {
-			require.Equal(f.t, machine.B("ok", err == nil), e.Fields[i], "%s after %+v", e.Action, in)
+		if i := slices.IndexFunc(e.Fields, func(x machine.Field) bool { return x.Key == "ok" }); i >= 0 && e.Fields[i] != machine.B("ok", err == nil) {
+			return fmt.Errorf("%s after %+v says %v", e.Action, in, e.Fields[i])
 		}
 	}
+	return nil
 }
 
 func (f *fleet) answer(c configpush.Command) configpush.Input {
@@ -99,6 +123,8 @@ func (f *fleet) answer(c configpush.Command) configpush.Input {
 		return configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err}
 	case configpush.Observe:
 		return configpush.Observed{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: c.Generation, Known: true, Err: err}
+	case configpush.AwaitFiles:
+		return configpush.FilesSeen{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: c.Generation, Err: err}
 	}
 	f.t.Fatalf("no answer for %T", c)
 	return nil
@@ -362,6 +388,52 @@ func TestZeroOptionsTakeTheDefaults(t *testing.T) {
 	require.Equal(t, 5, count(f.issued, anyCmd[configpush.WriteFiles]))
 }
 
+// TestBackoffJittered: with ctx.Rand each retry waits between half its delay and its delay
+// (Backoff doubling to MaxBackoff), spread, so instances failing together do not retry in
+// step; TestZeroOptionsTakeTheDefaults has the exact delays without it.
+func TestBackoffJittered(t *testing.T) {
+	nominal := []int64{500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000, 10_000, 10_000, 10_000}
+	f := newFleet(t)
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.m = configpush.New(configpush.Options{MaxAttempts: len(nominal) + 1})
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	var deadline int64
+	var delays []int64
+	for i, s := range f.sets {
+		if i%2 == 0 {
+			deadline = s.At
+		} else {
+			delays = append(delays, s.At-deadline+10_000)
+		}
+	}
+	require.Len(t, delays, len(nominal))
+	exact := 0
+	for i, d := range delays {
+		require.True(t, d >= nominal[i]-nominal[i]/2 && d <= nominal[i], "retry %d waits %d ms, nominal %d", i+1, d, nominal[i])
+		if d == nominal[i] {
+			exact++
+		}
+	}
+	require.Less(t, exact, 3, "the delays are jittered: %v", delays)
+
+	// The spread reaches both ends: at a 4 ms delay, 30 retries wait 2, 3 and 4 ms.
+	f = newFleet(t)
+	f.fail = func(c configpush.Command) bool { _, ok := c.(configpush.WriteFiles); return ok }
+	f.m = configpush.New(configpush.Options{Backoff: 4 * time.Millisecond, MaxBackoff: 4 * time.Millisecond, MaxAttempts: 31})
+	f.on(push(4, filesFor(4), "a"))
+	f.settle()
+	waits := map[int64]bool{}
+	for i, s := range f.sets {
+		if i%2 == 0 {
+			deadline = s.At
+		} else {
+			waits[s.At-deadline+10_000] = true
+		}
+	}
+	require.Equal(t, map[int64]bool{2: true, 3: true, 4: true}, waits)
+}
+
 // A push restored after it ended has no files (the snapshot keeps only their digest). When
 // the same push comes again to retry a stuck instance, the instance is reloaded with the
 // pushed files, not with none.
@@ -488,4 +560,13 @@ func TestRepliesMatchTheirAttempt(t *testing.T) {
 		require.Equal(t, 1, count(next, anyCmd[configpush.WriteFiles]))
 		require.Empty(t, f.on(configpush.FilesWritten{Step: first.Step, Attempt: first.Attempt}), "the old files' write answered again")
 	})
+}
+
+// TestOutcomeString: an Outcome's log line names each of its parts that is set, and only
+// those.
+func TestOutcomeString(t *testing.T) {
+	require.Equal(t, "Outcome gen=4", configpush.Outcome{Generation: 4}.String())
+	full := configpush.Outcome{Generation: 4, Refused: "no record", FilesErr: "boom", SupersededBy: 5,
+		Confirmed: []string{"a", "b"}, Ahead: []string{"c"}, Unknown: []string{"d"}, Stuck: []string{"e"}}
+	require.Equal(t, `Outcome gen=4 refused="no record" files_err="boom" superseded_by=5 confirmed=(a,b) ahead=(c) unknown=(d) stuck=(e)`, full.String())
 }

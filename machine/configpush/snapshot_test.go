@@ -29,15 +29,16 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 		edit func(*configpush.Snapshot)
 		want string
 	}{
-		"zero generation":  {func(s *configpush.Snapshot) { s.Push.Generation = 0 }, "push.gen is 0"},
-		"unsorted":         {func(s *configpush.Snapshot) { s.Push.Instances[0].ID = "z" }, "not sorted"},
-		"duplicate":        {func(s *configpush.Snapshot) { s.Push.Instances[1].ID = "a" }, `"a" appears twice`},
-		"unknown stage":    {func(s *configpush.Snapshot) { s.Push.Instances[1].Stage = "dancing" }, `unknown stage "dancing"`},
-		"stray no push":    {func(s *configpush.Snapshot) { s.Push = nil; s.Stray = &configpush.Stray{Generation: 3} }, "without a push"},
-		"stray not older":  {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 5} }, "not older"},
-		"stray same files": {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 4, Attempt: 1} }, "not older"},
-		"stray not queued": {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 3} }, "files_step"},
-		"queued no stray":  {func(s *configpush.Snapshot) { s.Push.FilesStep.State = configpush.StepQueued }, "files_step"},
+		"zero generation":    {func(s *configpush.Snapshot) { s.Push.Generation = 0 }, "push.gen is 0"},
+		"unsorted":           {func(s *configpush.Snapshot) { s.Push.Instances[0].ID = "z" }, "not sorted"},
+		"duplicate":          {func(s *configpush.Snapshot) { s.Push.Instances[1].ID = "a" }, `"a" appears twice`},
+		"unknown stage":      {func(s *configpush.Snapshot) { s.Push.Instances[1].Stage = "dancing" }, `unknown stage "dancing"`},
+		"stray no push":      {func(s *configpush.Snapshot) { s.Push = nil; s.Stray = &configpush.Stray{Generation: 3} }, "without a push"},
+		"stray not older":    {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 5} }, "not older"},
+		"stray same files":   {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 4, Attempt: 1} }, "not older"},
+		"stray not queued":   {func(s *configpush.Snapshot) { s.Stray = &configpush.Stray{Generation: 3} }, "files_step"},
+		"queued no stray":    {func(s *configpush.Snapshot) { s.Push.FilesStep.State = configpush.StepQueued }, "files_step is \"queued\" but stray is false"},
+		"from above attempt": {func(s *configpush.Snapshot) { s.Push.FilesStep.From = 2 }, "files_step.from 2 is above its attempt 1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := good()

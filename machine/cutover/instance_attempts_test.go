@@ -10,13 +10,17 @@ import (
 	"loam.dev/router/machine/cutover"
 )
 
-// drive runs a cutover of fixture() with plan to its Done. seen sees every command first;
-// reply answers one (nil: the default, a success: the copy is task 7, replicating with lag 1,
-// and the instance lists it finished and the stream, task 8, replicating). Timers fire when
-// nothing else is queued.
-func drive(t *testing.T, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
+// drive runs a cutover of fixture() with plan to its Done, on ctx (nil: a fresh one at 1000
+// ms with no Rand). seen sees every command first; reply answers one (nil: the default, a
+// success: the copy is task 7, replicating with lag 1, and the instance lists it finished and
+// the stream, task 8, replicating), and its answer reaches the machine at ctx.Now+1. Timers
+// fire when nothing else is queued. Done() must say the cutover ended only once the Done
+// command came, with its outcome.
+func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	m := cutover.New()
-	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	if ctx == nil {
+		ctx = &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	}
 	rec := fixture()
 	queue := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
 	version := rec.Version
@@ -40,6 +44,9 @@ func drive(t *testing.T, plan cutover.Plan, seen func(cutover.Command), reply fu
 			seen(c)
 			switch c := c.(type) {
 			case cutover.Done:
+				o, ended := m.Done()
+				require.True(t, ended, "Done() after the Done command")
+				require.Equal(t, c.Outcome, o)
 				return c
 			case cutover.SetTimer:
 				timers[c.ID] = c.At
@@ -50,6 +57,8 @@ func drive(t *testing.T, plan cutover.Plan, seen func(cutover.Command), reply fu
 			case cutover.Alert:
 				continue
 			}
+			_, ended := m.Done()
+			require.False(t, ended, "Done() before the Done command")
 			if in = reply(c); in == nil {
 				switch c := c.(type) {
 				case cutover.WriteRecord:
@@ -81,7 +90,7 @@ func pauseWithDown(t *testing.T, instanceAttempts int) (pauses, reloads, retryTi
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub", Options: opts}
 	paused, resumed := false, false
 	down := errors.New("unreachable")
-	done = drive(t, plan, func(c cutover.Command) {
+	done = drive(t, nil, plan, func(c cutover.Command) {
 		if _, ok := c.(cutover.SetTimer); ok && paused && !resumed {
 			retryTimers++
 		}

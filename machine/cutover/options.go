@@ -109,7 +109,10 @@ type Mutants struct {
 	// attempt in flight, so a rollback unfences a shard (or resumes an instance) while a
 	// Fence (or Pause) on it is still out and can land after it. Trips "sent while ... is
 	// in flight on shard" (and "on instance"), "resumed while shard ... is fenced" and
-	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants).
+	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants), and, in
+	// the world where a timed-out Fence's retry lands after the rollback's Unfence,
+	// "resumed while shard ... is fenced" and a rolled-back source shard left fenced
+	// (TestRetryHasItsOwnStep).
 	RetryReusesStep bool
 	// SilentLostCopy rolls back a COPY_DATA that failed every try without an Alert, as the
 	// machine once did: a try whose answer was lost may have started a task, which the undo

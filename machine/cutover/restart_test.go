@@ -27,10 +27,33 @@ import (
 // and every action emitted.
 func reliable(t *testing.T, decision cutover.Input, failing string, restartAt int, applied bool) (cutover.Done, []string, int, map[string]bool) {
 	t.Helper()
+	return reliableWith(t, worldRun{decision: decision, failing: failing, restartAt: restartAt, applied: applied})
+}
+
+// worldRun is what reliableWith varies: reliable's knobs, the machine's mutants and a
+// script that takes over the delivery of some commands.
+type worldRun struct {
+	decision  cutover.Input
+	failing   string
+	restartAt int
+	applied   bool
+	mutants   cutover.Mutants
+	// deliver, when set, is offered each command the world would answer next: it returns
+	// false to leave it to the world, or true if it answered it (with feed), held it, or
+	// dropped it. idle, when set, is called before a timer fires with nothing in flight:
+	// true if it fed something (a held command's answer).
+	deliver func(w *world, c cutover.Command, feed func(cutover.Input)) bool
+	idle    func(w *world, feed func(cutover.Input)) bool
+}
+
+// reliableWith is reliable run by r.
+func reliableWith(t *testing.T, r worldRun) (cutover.Done, []string, int, map[string]bool) {
+	t.Helper()
+	decision, failing, restartAt, applied := r.decision, r.failing, r.restartAt, r.applied
 	names := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
 	w := newWorld(fixture(), names, "pgdog-1", 0)
 	w.lag, w.syncPolls = 3000, 1
-	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000}
+	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000, Mutants: r.mutants}
 	m := cutover.New()
 	rec := &machine.Recorder{}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -51,6 +74,7 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 				done = &c
 				w.checkEnd(c)
 			case cutover.Alert:
+				w.alert(c)
 			default:
 				w.send(c)
 				pending = append(pending, c)
@@ -77,11 +101,17 @@ func reliable(t *testing.T, decision cutover.Input, failing string, restartAt in
 		if len(pending) > 0 {
 			c := pending[0]
 			pending = pending[1:]
+			if r.deliver != nil && r.deliver(w, c, feed) {
+				continue
+			}
 			var err error
 			if failing != "" && glob(failing, stepOf(c)) {
 				err = errors.New("unreachable")
 			}
 			feed(w.apply(c, err, false))
+			continue
+		}
+		if r.idle != nil && r.idle(w, feed) {
 			continue
 		}
 		if at, ok := timers.Next(); ok {

@@ -1,6 +1,7 @@
 package cutover_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,21 @@ func TestStartRefusesAttemptMark(t *testing.T) {
 	require.True(t, ok, "%v", cmds[0])
 	require.Equal(t, cutover.Aborted, done.Outcome)
 	require.Contains(t, done.Reason, `shard name "n0#2" contains '#'`)
+	require.Equal(t, rec.Generation, done.Generation, "a refusal names the record's generation")
+}
+
+// TestStartRefusesNoRecord: a Start without a record is refused, not a crash, and the
+// refused machine's snapshot restores.
+func TestStartRefusesNoRecord(t *testing.T) {
+	m := cutover.New()
+	cmds := m.On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Plan: cutover.Plan{
+		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	require.Len(t, cmds, 1)
+	done, ok := cmds[0].(cutover.Done)
+	require.True(t, ok, "%v", cmds[0])
+	require.Equal(t, cutover.Aborted, done.Outcome)
+	_, err := cutover.Restore(m.Snapshot())
+	require.NoError(t, err)
 }
 
 // TestStartRefusesSharedServer: the fence is a role's, and a role belongs to the whole
@@ -56,4 +72,15 @@ func TestStartRefusesSharedServer(t *testing.T) {
 		Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
 	require.Len(t, cmds, 1)
 	require.Contains(t, cmds[0].(cutover.Done).Reason, "source shard s0 and destination shard n0 are on the same server DB-A:5432")
+}
+
+// TestStartPublicationName: a publication name is lower-case letters, digits and '_' (PgDog
+// lowercases admin commands), a to z and 0 to 9 included; anything else is refused.
+func TestStartPublicationName(t *testing.T) {
+	for pub, ok := range map[string]bool{"app_pub09": true, "pub_2019": true, "zone_0": true, "App": false, "app-pub": false, "app.pub": false, "app/pub": false, "": false} {
+		cmds := cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: fixture(), Plan: cutover.Plan{
+			Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: pub}})
+		done, refused := cmds[0].(cutover.Done)
+		require.Equal(t, !ok, refused && strings.Contains(done.Reason, "publication"), "publication %q: %v", pub, cmds[0])
+	}
 }
