@@ -336,7 +336,8 @@ func vreshardProgress(db string, entries []driver.AuditEntry, now time.Time) Cut
 			p.Steps[hold].State, p.Steps[hold].StartMS = "running", e.At
 			p.Current = "hold"
 		case name == "complete":
-			p.Steps[hold].State = "done"
+			h := &p.Steps[hold]
+			h.State, h.StartMS, h.EndMS = "done", p.Steps[hold-1].EndMS, p.Steps[hold+1].StartMS
 		}
 		if name != "" || rollback || reverse {
 			break

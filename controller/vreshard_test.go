@@ -48,6 +48,8 @@ func TestVReshardProgress(t *testing.T) {
 	p = vreshardProgress("default/app", done, time.UnixMilli(at))
 	require.Equal(t, "complete", p.Current)
 	require.Equal(t, "done", p.Steps[7].State, "the hold is over once Complete went out")
+	require.Equal(t, p.Steps[6].EndMS, p.Steps[7].StartMS, "the hold began when vtgate's check answered")
+	require.Equal(t, p.Steps[8].StartMS, p.Steps[7].EndMS, "and ended when Complete went out")
 	rev := append(entries, entry(driver.AuditExec, "reverse", ""))
 	p = vreshardProgress("default/app", rev, time.UnixMilli(at))
 	require.True(t, p.Reverse, "a reverse is shown as one")
