@@ -150,11 +150,23 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 
 	// The standby resumes it to its end.
 	var p controller.CutoverProgress
+	finalized := false
 	deadline = time.Now().Add(5 * time.Minute)
+	progress := func() controller.CutoverProgress {
+		var p controller.CutoverProgress
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
+		return p
+	}
 	for p.Outcome == "" {
 		require.True(t, time.Now().Before(deadline), "the standby did not finish the reshard:\n%s", procs["b"].log())
 		time.Sleep(200 * time.Millisecond)
-		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
+		if p = progress(); !finalized && vitessHolding(p) {
+			// The hold: several polls later it still has not completed on its own.
+			time.Sleep(3 * time.Second)
+			require.True(t, vitessHolding(progress()), "the reshard left the hold without a finalize")
+			runBin(t, dir, "--config", confs["b"], "cutover", "finalize", "app")
+			finalized = true
+		}
 	}
 	elapsed, resumed := time.Since(began), time.Since(killed)
 	w.Stop()
@@ -162,6 +174,7 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "completed", hist.Outcome, "%s\n%s", hist.Reason, procs["b"].log())
 	require.Equal(t, "completed", p.Outcome)
+	require.True(t, finalized, "the reshard completed without holding for the finalize")
 	require.True(t, p.Vitess)
 	for _, s := range p.Steps {
 		require.Equal(t, "done", s.State, "step %s", s.Name)
