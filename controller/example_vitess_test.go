@@ -48,5 +48,5 @@ func ExampleRequests_StartVitessCutover() {
 	// Output:
 	// requested from generation 1: [0] into [-80 80-] (workflow split)
 	// a second one: true
-	// status: Vitess true steps 8
+	// status: Vitess true steps 9
 }

@@ -55,6 +55,10 @@ type VitessConfig struct {
 	// PollEvery how often the copy and the VDiff are asked again (default 1s).
 	MaxLag    Duration `toml:"max_lag"`
 	PollEvery Duration `toml:"poll_every"`
+	// FinalizeAfter, when set, completes the Reshard that long after the writes switched
+	// and vtgate's check passed, unless a rollback comes first (default: hold, ReverseTraffic
+	// still possible, until `cutover finalize`).
+	FinalizeAfter Duration `toml:"finalize_after"`
 }
 
 // cell is the reshard's cell.

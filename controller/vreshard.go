@@ -37,11 +37,14 @@ type VitessPlan struct {
 	// MaxLagMs and PollEveryMs tune the machine (0: its defaults).
 	MaxLagMs    int64 `json:"max_lag_ms,omitempty"`
 	PollEveryMs int64 `json:"poll_every_ms,omitempty"`
+	// FinalizeAfterMs completes on its own that long after the hold began (0: wait for
+	// `cutover finalize`).
+	FinalizeAfterMs int64 `json:"finalize_after_ms,omitempty"`
 }
 
 func (p VitessPlan) start(rec *shardmap.Record) vreshard.Start {
 	return vreshard.Start{Record: rec, Workflow: p.Workflow, Cell: p.Cell, Source: slices.Clone(p.Source), Target: slices.Clone(p.Target),
-		Backends: p.Backends, Options: vreshard.Options{MaxLagMs: p.MaxLagMs, PollEvery: p.PollEveryMs}}
+		Backends: p.Backends, Options: vreshard.Options{MaxLagMs: p.MaxLagMs, PollEvery: p.PollEveryMs, FinalizeAfter: p.FinalizeAfterMs}}
 }
 
 // PlanVitessCutover checks every precondition of a Reshard of ref's keyspace into the shards
@@ -79,7 +82,8 @@ func planVitess(ctx context.Context, st Store, ref adapters.DBRef, rec *shardmap
 		workflow = fmt.Sprintf("loam_g%d", rec.Generation)
 	}
 	p := &VitessPlan{Keyspace: rec.Router.Name, Workflow: workflow, Cell: dc.Vitess.cell(), Target: slices.Clone(to),
-		Backends: map[string]shardmap.Backend{}, MaxLagMs: dc.Vitess.MaxLag.Milliseconds(), PollEveryMs: dc.Vitess.PollEvery.Milliseconds()}
+		Backends: map[string]shardmap.Backend{}, MaxLagMs: dc.Vitess.MaxLag.Milliseconds(), PollEveryMs: dc.Vitess.PollEvery.Milliseconds(),
+		FinalizeAfterMs: dc.Vitess.FinalizeAfter.Milliseconds()}
 	for _, s := range rec.Layout.Shards {
 		p.Source = append(p.Source, s.Name)
 	}
@@ -193,8 +197,9 @@ func (r Requests) StartVitessCutover(ctx context.Context, ref adapters.DBRef, p 
 
 // runVReshard runs (or resumes) a requested Vitess cutover to its end, then files it in the
 // history. The operator's rollback is the machine's CancelRequest (a cancel before the
-// writes switched, a reverse after); a finalize is what the machine does on its own once
-// the check through vtgate passed, so it has nothing to forward.
+// writes switched, a reverse after, the hold included); a finalize is its Finalize, which
+// ends the hold after the check through vtgate passed (Complete). A finalize is forwarded
+// every poll, as the fenced cutover's is: the machine ignores it before the hold.
 func (d *Controller) runVReshard(ctx context.Context, ref adapters.DBRef, f *Fleet, req CutoverRequest, log *slog.Logger) {
 	const kind = "vreshard"
 	histKey := CutoverHistoryKey(ref, req.From)
@@ -228,23 +233,25 @@ func (d *Controller) runVReshard(ctx context.Context, ref adapters.DBRef, f *Fle
 	audited := &driver.Audited[vreshard.Input, vreshard.Command]{Kind: kind, ID: ref.String(), Next: exec, Audit: d.audit, Valid: d.lease.Valid,
 		Detail:   vreshardDetail,
 		OnResult: func(c vreshard.Command, in vreshard.Input, en driver.AuditEntry) { d.m.step(kind, en) }}
-	var forwarded uint64 // the decision blob's version last forwarded
+	var noted uint64 // the decision blob's version last logged (a rollback: forwarded)
 	next := func(ctx context.Context) (vreshard.Input, bool) {
-		b, err := d.store.GetBlob(ctx, CutoverDecisionKey(ref))
-		if err != nil || b.Version == forwarded {
-			return nil, false
-		}
-		forwarded = b.Version
-		dec, _, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
+		dec, version, err := GetJSON[CutoverDecision](ctx, d.store, CutoverDecisionKey(ref))
 		if err != nil {
 			return nil, false
 		}
-		if dec.Decision != Reverse {
-			log.Info("finalize noted: the reshard completes on its own once the check through vtgate passed", "by", dec.By)
-			return nil, false
+		fresh := version != noted
+		noted = version
+		if dec.Decision == Reverse {
+			if !fresh {
+				return nil, false
+			}
+			log.Info("rollback asked: the reshard cancels (before the writes switched) or reverses the traffic", "by", dec.By)
+			return vreshard.CancelRequest{}, true
 		}
-		log.Info("rollback asked: the reshard cancels (before the writes switched) or reverses the traffic", "by", dec.By)
-		return vreshard.CancelRequest{}, true
+		if fresh {
+			log.Info("finalize asked: the reshard completes once the writes are switched and vtgate's check passed", "by", dec.By)
+		}
+		return vreshard.Finalize{}, true
 	}
 	if !runToEnd(ctx, d, driver.VReshard(audited), ref.String(), log, start, e, next) {
 		return
@@ -281,7 +288,7 @@ func vreshardDetail(in vreshard.Input) string {
 // The steps of a Vitess cutover as `cutover status` shows them, and the machine's stages
 // (the last part of its step ids, "<keyspace>/<workflow>/<stage>") in each; a mirror
 // belongs to the step it follows.
-var vreshardSteps = []string{"inspect", "create", "copy", "vdiff", "reads", "writes", "verify", "complete"}
+var vreshardSteps = []string{"inspect", "create", "copy", "vdiff", "reads", "writes", "verify", "hold", "complete"}
 
 var vreshardStage = map[string]string{
 	"inspect": "inspect", "mirror>create": "inspect",
@@ -314,6 +321,28 @@ func vreshardStep(step string) (name string, rollback, reverse bool) {
 // vreshardProgress is `cutover status` of a Vitess cutover, from its audit entries.
 func vreshardProgress(db string, entries []driver.AuditEntry, now time.Time) CutoverProgress {
 	p := progressFrom(db, entries, 0, now, vreshardSteps, vreshardStep)
+	// The hold sends nothing, so no entry names it: it is where the machine is once the
+	// last step entry is vtgate's check answered ok, and done once Complete went out.
+	hold := slices.Index(vreshardSteps, "hold")
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.Step == "" || e.Event != driver.AuditExec && e.Event != driver.AuditResult {
+			continue
+		}
+		name, rollback, reverse := vreshardStep(e.Step)
+		switch {
+		case name == "verify" && e.Event == driver.AuditResult && e.OK() && p.Outcome == "" && !rollback && !reverse:
+			p.Steps[hold-1].State, p.Steps[hold-1].EndMS = "done", e.At
+			p.Steps[hold].State, p.Steps[hold].StartMS = "running", e.At
+			p.Current = "hold"
+		case name == "complete":
+			h := &p.Steps[hold]
+			h.State, h.StartMS, h.EndMS = "done", p.Steps[hold-1].EndMS, p.Steps[hold+1].StartMS
+		}
+		if name != "" || rollback || reverse {
+			break
+		}
+	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		if lag, ok := detailInt(entries[i].Detail, "lag_ms"); ok {
 			p.LagMS = lag

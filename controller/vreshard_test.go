@@ -29,12 +29,27 @@ func TestVReshardProgress(t *testing.T) {
 	require.True(t, p.Running)
 	require.Equal(t, "copy", p.Current)
 	require.Equal(t, int64(4200), p.LagMS)
-	require.Equal(t, []string{"done", "done", "running", "pending", "pending", "pending", "pending", "pending"}, states(p))
+	require.Equal(t, []string{"done", "done", "running", "pending", "pending", "pending", "pending", "pending", "pending"}, states(p))
 	require.Equal(t, []int{2, 2, 1}, []int{p.Steps[0].Commands, p.Steps[1].Commands, p.Steps[2].Commands}, "the mirrors count for the steps they follow")
 	require.False(t, p.Rollback || p.Reverse)
 
 	back := append(entries, entry(driver.AuditExec, "cancel", ""), entry(driver.AuditResult, "cancel", ""))
 	require.True(t, vreshardProgress("default/app", back, time.UnixMilli(at)).Rollback, "a cancel is shown as one")
+	// The hold: vtgate's check answered, nothing sent since; then Complete ends it.
+	var fwd []driver.AuditEntry
+	for _, st := range []string{"vdiff", "reads", "mirror>writes", "writes", "mirror>verify@3", "verify"} {
+		fwd = append(fwd, entry(driver.AuditExec, st, ""), entry(driver.AuditResult, st, ""))
+	}
+	held := append(append([]driver.AuditEntry{}, entries...), fwd...)
+	p = vreshardProgress("default/app", held, time.UnixMilli(at))
+	require.Equal(t, "hold", p.Current)
+	require.Equal(t, []string{"done", "done", "done", "done", "done", "done", "done", "running", "pending"}, states(p))
+	done := append(held, entry(driver.AuditExec, "complete", ""))
+	p = vreshardProgress("default/app", done, time.UnixMilli(at))
+	require.Equal(t, "complete", p.Current)
+	require.Equal(t, "done", p.Steps[7].State, "the hold is over once Complete went out")
+	require.Equal(t, p.Steps[6].EndMS, p.Steps[7].StartMS, "the hold began when vtgate's check answered")
+	require.Equal(t, p.Steps[8].StartMS, p.Steps[7].EndMS, "and ended when Complete went out")
 	rev := append(entries, entry(driver.AuditExec, "reverse", ""))
 	p = vreshardProgress("default/app", rev, time.UnixMilli(at))
 	require.True(t, p.Reverse, "a reverse is shown as one")

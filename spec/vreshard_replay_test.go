@@ -220,6 +220,8 @@ func replayVReshard(t *testing.T, run modelRun[mState], mu vreshard.Mutants) (er
 			in = vreshard.TimerFired{ID: id}
 		case "CancelRequest":
 			in = vreshard.CancelRequest{}
+		case "Finalize":
+			in = vreshard.Finalize{}
 		case "OtherWrite":
 			store = store.Clone()
 			store.Version++
@@ -313,7 +315,7 @@ func replayVReshard(t *testing.T, run modelRun[mState], mu vreshard.Mutants) (er
 // answer's follow-up, a timer's resend, a restart's resend, a cancel that turns back at once.
 func sends(p, s mState) bool {
 	switch s.Action {
-	case "Start", "Answer", "TimerFires", "Crash":
+	case "Start", "Answer", "TimerFires", "Crash", "Finalize":
 		return s.M.Sent
 	case "CancelRequest":
 		return s.M.Sent && !p.M.Sent

@@ -54,6 +54,7 @@ func (c *Cluster) OpenVtgate(keyspaces ...string) (*Gate, error) {
 			"--mysql-server-bind-address", "127.0.0.1", "--mysql-server-port", strconv.Itoa(ports[2]),
 			"--mysql-auth-server-impl", "static", "--mysql-auth-server-static-string", string(auth),
 			"--service-map", "grpc-vtgateservice", "--log-format", "text", "--config-file-not-found-handling=ignore")
+		args = append(args, bufferFlags...)
 		if len(keyspaces) > 0 {
 			args = append(args, "--keyspaces-to-watch", strings.Join(keyspaces, ","))
 		}
@@ -80,6 +81,17 @@ func (c *Cluster) OpenVtgate(keyspaces ...string) (*Gate, error) {
 	c.mu.Unlock()
 	return g, nil
 }
+
+// bufferFlags turn on vtgate's buffering of primary traffic (the keyspace-events
+// implementation, the only one in v0.24): while SwitchTraffic moves the writes, vtgate holds
+// them, up to --buffer-window each, and sends them on to the new primaries, instead of
+// refusing them. Measured by TestRealVitessDemo (2 writers, the report's "longest write
+// pause" and "refused" lines): without it 8,480 inserts were refused during the switch (of
+// 17,739 tried; pause 2.21 s), with it 2 (of 5,850; pause 2.15 s, the writes held rather
+// than failed). The minimum time between two buffered events is short because a reshard
+// switches, and may reverse and switch again, within seconds.
+var bufferFlags = []string{"--enable-buffer", "--buffer-window", "20s", "--buffer-max-failover-duration", "40s",
+	"--buffer-min-time-between-failovers", "1s", "--buffer-size", "10000", "--buffer-drain-concurrency", "4"}
 
 // DSN is a go-sql-driver/mysql data source name for vtgate as its user on database (a
 // keyspace, "" for none).

@@ -157,7 +157,9 @@ func TestRealReshard(t *testing.T) {
 			"-80": {Host: "127.0.0.1", Port: uint16(tgt[0].MySQLPort), Database: tgt[0].DBName(), Tablet: tgt[0].Alias},
 			"80-": {Host: "127.0.0.1", Port: uint16(tgt[1].MySQLPort), Database: tgt[1].DBName(), Tablet: tgt[1].Alias},
 		},
-		Options: vreshard.Options{PollEvery: 500, RetryAfter: 1000, MaxLagMs: 10000}}
+		// finalize_after ends the hold after the switch on its own (the serve test finalizes
+		// by hand).
+		Options: vreshard.Options{PollEvery: 500, RetryAfter: 1000, MaxLagMs: 10000, FinalizeAfter: 1000}}
 	began := time.Now()
 	err = driver.Run(runCtx, driver.VReshard(wrap), driver.Config[vreshard.Input]{ID: ref.String(), Store: blobs}, vreshard.Input(start))
 	require.ErrorIs(t, err, context.Canceled, "the first run is killed after the reads switch")

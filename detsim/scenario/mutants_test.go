@@ -79,6 +79,7 @@ var mutants = []mutant{
 	{"vreshard", scenario.MutantVReshardSkipVDiff, scenario.InvVReshardVDiff, 50},
 	{"vreshard", scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror, 50},
 	{"vreshard", scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce, 100},
+	{"vreshard", scenario.MutantVReshardSkipHold, scenario.InvVReshardHold, 50},
 	// Causal reads (issue 20): the selector that ignores the requirement, the monitor that
 	// stamps a poll late, the selector that never wakes a waiting read.
 	{"causal", scenario.MutantCausalIgnoreRequirement, check.InvCausalRead, 200},

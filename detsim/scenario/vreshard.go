@@ -25,6 +25,9 @@ const (
 	// that moment, the check through vtgate runs only while the record does, and once the
 	// faults heal the reshard ends Completed with the record mirroring Vitess.
 	InvVReshardMirror = "vreshard-mirror"
+	// InvVReshardHold: the workflow completes (after which no ReverseTraffic is possible)
+	// only once the operator finalized the hold that follows the switch.
+	InvVReshardHold = "vreshard-complete-after-finalize"
 
 	// MutantVReshardSkipVDiff switches without a VDiff (vreshard.Mutants.SkipVDiff).
 	MutantVReshardSkipVDiff = "vreshard-skip-vdiff"
@@ -33,6 +36,9 @@ const (
 	// MutantVReshardForgetSent makes a new VDiff after a restart in the VDiff step; the world
 	// restarts the controller there when this mutant runs.
 	MutantVReshardForgetSent = "vreshard-forget-sent"
+	// MutantVReshardSkipHold completes as soon as vtgate's check passed
+	// (vreshard.Mutants.SkipHold).
+	MutantVReshardSkipHold = "vreshard-skip-hold"
 )
 
 // VReshard is machine/vreshard on the controller resharding keyspace db's shard 0 into -80
@@ -41,8 +47,8 @@ const (
 var VReshard = detsim.Scenario{
 	Name:    "vreshard",
 	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart"},
-	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart"},
-	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent},
+	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold"},
+	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold},
 	World:   vreshardWorld,
 }
 
@@ -55,6 +61,8 @@ type vreshardRun struct {
 	host      *detsim.Host[vreshard.Input, vreshard.Command]
 	done      *vreshard.Done
 	violation *detsim.Violation
+	held      bool // the machine reached the hold after the switch
+	finalized bool // the operator's Finalize reached the controller
 }
 
 func (r *vreshardRun) violate(inv, format string, a ...any) {
@@ -82,7 +90,8 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	}
 	rec, _ = r.store.Read(dbRef)
 	r.ctl = detsim.NewController(s, "ctl")
-	mu := vreshard.Mutants{SkipVDiff: mutant == MutantVReshardSkipVDiff, SkipMirror: mutant == MutantVReshardSkipMirror, ForgetSent: mutant == MutantVReshardForgetSent}
+	mu := vreshard.Mutants{SkipVDiff: mutant == MutantVReshardSkipVDiff, SkipMirror: mutant == MutantVReshardSkipMirror, ForgetSent: mutant == MutantVReshardForgetSent,
+		SkipHold: mutant == MutantVReshardSkipHold}
 	r.host = detsim.NewHost[vreshard.Input, vreshard.Command](r.ctl, vreshard.New(), detsim.HostConfig[vreshard.Input, vreshard.Command]{
 		Name:       "vreshard",
 		Exec:       r.exec,
@@ -91,7 +100,26 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		Save:       saveBy[vreshard.Input, vreshard.Command]("vreshard", vreshard.Restore),
 	})
 	forced := false
+	// The operator watches the target serve for a while in the hold, then finalizes, asking
+	// again until the reshard ends (as the controller forwards `cutover finalize` every poll:
+	// a controller down or restarted in between takes it later; outside the hold it is
+	// ignored).
+	var finalize func()
+	finalize = func() {
+		if r.done != nil {
+			return
+		}
+		if r.host.Feed(vreshard.Finalize{}) {
+			r.finalized = true
+		}
+		s.After(1000, detsim.Label{Kind: "op", What: "finalize again"}, finalize)
+	}
 	s.OnSpec(func(e machine.SpecEvent) {
+		if e.Spec == vreshard.Spec && e.Action == vreshard.ActHold && !r.held {
+			r.held = true
+			s.Probe("vreshard.hold")
+			s.After(s.Between(1000, 10_000), detsim.Label{Kind: "op", What: "finalize"}, finalize)
+		}
 		if e.Spec == vreshard.Spec && e.Action == vreshard.ActVDiff && mutant == MutantVReshardForgetSent && !forced {
 			forced = true // restart the controller in the VDiff step, as ctl.restart may
 			s.After(1, detsim.Label{Kind: "crash", To: "ctl"}, func() {
@@ -230,7 +258,12 @@ func (r *vreshardRun) exec(cmd vreshard.Command) {
 			rep(nil, nil)
 		}, reply(c.Step, c.Attempt))
 	case vreshard.Complete:
-		s.Net.Call(ctl, vt.Node, "complete", 0, func(rep detsim.Reply) { rep(nil, vt.Complete()) }, reply(c.Step, c.Attempt))
+		s.Net.Call(ctl, vt.Node, "complete", 0, func(rep detsim.Reply) {
+			if !r.finalized {
+				r.violate(InvVReshardHold, "Complete reached vtctld before the operator finalized: ReverseTraffic was still owed")
+			}
+			rep(nil, vt.Complete())
+		}, reply(c.Step, c.Attempt))
 	case vreshard.Cancel:
 		s.Net.Call(ctl, vt.Node, "cancel", 0, func(rep detsim.Reply) { rep(nil, vt.Cancel()) }, reply(c.Step, c.Attempt))
 	case vreshard.Alert:

@@ -27,6 +27,7 @@ func TestVReshardSeeds(t *testing.T) {
 		{scenario.MutantVReshardSkipVDiff, scenario.InvVReshardVDiff},
 		{scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror},
 		{scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce},
+		{scenario.MutantVReshardSkipHold, scenario.InvVReshardHold},
 	} {
 		caught := false
 		for seed := uint64(1); seed <= 200 && !caught; seed++ {

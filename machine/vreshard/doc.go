@@ -20,14 +20,17 @@
 //	Writes       WorkflowSwitchTraffic primary
 //	Mirror
 //	Verify       the driver checks through vtgate that the target shards serve the rows
-//	Complete     Reshard complete (MoveTablesComplete)
+//	Hold         nothing sent: the target serves, the reverse workflow keeps the source
+//	             current, and ReverseTraffic is still possible; an operator's Finalize (or
+//	             Options.FinalizeAfter) ends it, a cancel reverses
+//	Complete     Reshard complete (MoveTablesComplete): no going back from here
 //	Mirror       Done Completed
 //
 // A VDiff with mismatches, a workflow in error, or Cancel from an operator before the
 // writes are switched cancels the workflow (reads switched back first when they were),
-// mirrors and ends Cancelled. A failed Verify, or Cancel after the writes are switched,
-// reverses the traffic (ReverseTraffic of every tablet type), mirrors and ends Reversed:
-// the workflow stays, with reverse replication keeping the old shards current.
+// mirrors and ends Cancelled. A failed Verify, or Cancel after the writes are switched (the
+// hold included), reverses the traffic (ReverseTraffic of every tablet type), mirrors and
+// ends Reversed: the workflow stays, with reverse replication keeping the old shards current.
 //
 // Every command is idempotent and names the state it brings about, not a delta: a driver
 // that crashed after the command took effect but before its answer was saved sends it
@@ -43,5 +46,5 @@
 // whenever Layout or Target changes.
 //
 // Spec: VitessReshard. Actions: Start, Refuse, Inspect, Mirror, Create, Copy, VDiff, Switch,
-// Verify, Complete, Cancel, Reverse, Retry, Restart, Done (the Act constants).
+// Verify, Hold, Finalize, Complete, Cancel, Reverse, Retry, Restart, Done (the Act constants).
 package vreshard

@@ -26,6 +26,12 @@ type Start struct {
 // switched) or reverses (after) at its next step boundary, never interrupting a command.
 type CancelRequest struct{}
 
+// Finalize is the operator's decision to keep the target shards once the writes are
+// switched and verified: the machine completes the workflow (Reshard complete), after which
+// no ReverseTraffic is possible. Before the hold it is ignored (the controller forwards the
+// decision until the machine ends).
+type Finalize struct{}
+
 // Restarted tells a machine rebuilt by Restore that nothing is in flight and no timer is set.
 type Restarted struct{}
 
@@ -101,6 +107,7 @@ type TimerFired machine.TimerFired
 
 func (Start) isInput()         {}
 func (CancelRequest) isInput() {}
+func (Finalize) isInput()      {}
 func (Restarted) isInput()     {}
 func (Reply) isInput()         {}
 func (Inspected) isInput()     {}
@@ -122,6 +129,11 @@ type Options struct {
 	RetryAfter int64
 	// Attempts is how many failures of a command raise an Alert (it is retried on). Default 3.
 	Attempts int
+	// FinalizeAfter, when positive, completes that many ms after the writes were switched
+	// and verified unless a cancel (reverse) comes first. Zero holds until Finalize: the
+	// hold is what keeps ReverseTraffic possible, so an operator can watch the target serve
+	// and still go back.
+	FinalizeAfter int64
 	// Mutants break the protocol on purpose for the tests; never set them elsewhere.
 	Mutants Mutants
 }
@@ -137,6 +149,9 @@ type Mutants struct {
 	// ForgetSent restarts a step as new after a crash instead of sending it again with its
 	// id, creating its VDiff afresh. Trips "no step twice".
 	ForgetSent bool
+	// SkipHold completes as soon as the check through vtgate passed, without waiting for
+	// Finalize. Trips "completed before the operator finalized".
+	SkipHold bool
 }
 
 func (o Options) withDefaults() Options {

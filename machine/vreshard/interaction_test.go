@@ -46,6 +46,14 @@ func (h *harness) step(header string, in vreshard.Input) {
 	}, &h.w.violations)
 }
 
+// timer fires id; finalize_after's timer is the hold ending as a Finalize would.
+func (h *harness) timer(id string) {
+	if strings.HasPrefix(id, "finalize:") {
+		h.w.finalized = true
+	}
+	h.step("timer "+id, vreshard.TimerFired{ID: id})
+}
+
 func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	h.Out.Reset()
 	arg := func(k, def string) string { return machinetest.Arg(t, d, k, def) }
@@ -57,6 +65,7 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		h.w = newWorld(st.Record)
 		h.w.mismatch, h.w.verifyFail = arg("mismatch", "") == "true", arg("verify", "") == "fail"
 		h.w.copyPolls = machinetest.Arg(t, d, "copying", 1)
+		st.Options.FinalizeAfter = machinetest.Arg(t, d, "finalize_after", int64(0))
 		if tg := arg("target", ""); tg != "" {
 			st.Target = strings.Split(tg, ",")
 			for i, n := range st.Target {
@@ -92,7 +101,7 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 				h.Now = max(h.Now, at)
 			}
 			for id, _, ok := h.Timers.Pop(h.Now); ok; id, _, ok = h.Timers.Pop(h.Now) {
-				h.step("timer "+id, vreshard.TimerFired{ID: id})
+				h.timer(id)
 			}
 		}
 	case "tick":
@@ -100,10 +109,13 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "ms", &ms)
 		h.Now += ms
 		for id, _, ok := h.Timers.Pop(h.Now); ok; id, _, ok = h.Timers.Pop(h.Now) {
-			h.step("timer "+id, vreshard.TimerFired{ID: id})
+			h.timer(id)
 		}
 	case "cancel":
 		h.step("cancel", vreshard.CancelRequest{})
+	case "finalize":
+		h.w.finalized = true
+		h.step("finalize", vreshard.Finalize{})
 	case "restart":
 		apply := arg("apply", "")
 		for _, c := range h.Pending {

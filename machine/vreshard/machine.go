@@ -29,6 +29,8 @@ const (
 	ActRetry    = "Retry"    // a command failed and is sent again later; err
 	ActRestart  = "Restart"  // the machine was restored and re-issued what was in flight
 	ActDone     = "Done"     // the reshard ended; outcome, gen
+	ActHold     = "Hold"     // the writes are switched and verified: waiting for finalize or a rollback; finalize_after
+	ActFinalize = "Finalize" // the hold ended: an operator's finalize, or finalize_after elapsed; by
 )
 
 type stage uint8
@@ -49,9 +51,12 @@ const (
 	stCancel
 	stReverse
 	stDone
+	// stHold is after stDone so that the stage numbers a snapshot holds keep their meaning.
+	stHold
+	stageCount
 )
 
-var stageNames = [...]string{"idle", "inspect", "read", "write", "create", "copy", "vdiff", "reads", "writes", "verify", "complete", "unswitch-reads", "cancel", "reverse", "done"}
+var stageNames = [...]string{"idle", "inspect", "read", "write", "create", "copy", "vdiff", "reads", "writes", "verify", "complete", "unswitch-reads", "cancel", "reverse", "done", "hold"}
 
 // state is everything the machine knows; Snapshot carries it whole.
 type state struct {
@@ -105,7 +110,16 @@ func (m *Machine) On(ctx *machine.Ctx, in Input) []Command {
 		m.restart(ctx)
 	case CancelRequest:
 		m.cancelAsked(ctx)
+	case Finalize:
+		if m.s.Stage == stHold {
+			m.finalize(ctx, "operator")
+		}
 	case TimerFired:
+		if m.s.Stage == stHold && m.s.RetryAt != 0 && in.ID == m.timerID() {
+			m.s.RetryAt = 0
+			m.finalize(ctx, "finalize_after")
+			return m.take()
+		}
 		if m.s.Stage != stIdle && !m.s.Sent && m.s.RetryAt != 0 && in.ID == m.timerID() {
 			m.s.RetryAt = 0
 			m.send(ctx)
@@ -198,6 +212,9 @@ func (m *Machine) finalTag() string {
 }
 
 func (m *Machine) timerID() string {
+	if m.s.Stage == stHold {
+		return "finalize:" + m.stepID()
+	}
 	if m.s.Polling {
 		return "poll:" + m.stepID()
 	}
@@ -230,8 +247,28 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stDone:
 		m.finish(ctx, m.s.Final, m.s.Reason)
 		return
+	case stHold:
+		// Nothing is sent: ReverseTraffic stays possible (the reverse workflow replicates
+		// the target's writes back to the source) until finalize, or finalize_after.
+		fa := m.s.Start.Options.FinalizeAfter
+		ctx.Emit(Spec, ActHold, machine.I("finalize_after_ms", fa))
+		if fa > 0 {
+			m.s.RetryAt = ctx.Now + fa
+			m.out = append(m.out, SetTimer{machine.SetTimer{ID: m.timerID(), At: m.s.RetryAt}})
+		}
+		return
 	}
 	m.send(ctx)
+}
+
+// finalize ends the hold: Complete, after which the source shards cannot take the
+// traffic back.
+func (m *Machine) finalize(ctx *machine.Ctx, by string) {
+	if m.s.RetryAt != 0 {
+		m.out = append(m.out, cancelTimer(m.timerID()))
+	}
+	ctx.Emit(Spec, ActFinalize, machine.S("by", by))
+	m.enter(ctx, stComplete)
 }
 
 // newUUID is a version-4 UUID from ctx.Rand (Vitess takes the VDiff's id from the caller).
@@ -502,11 +539,14 @@ func (m *Machine) onReply(ctx *machine.Ctx, in Reply) {
 		m.mirror(ctx, stVerify, 0)
 	case stVerify:
 		m.s.Verified = true
-		if m.s.CancelAsked {
+		switch {
+		case m.s.CancelAsked:
 			m.turnBack(ctx)
-			return
+		case m.s.Start.Options.Mutants.SkipHold:
+			m.enter(ctx, stComplete)
+		default:
+			m.enter(ctx, stHold)
 		}
-		m.enter(ctx, stComplete)
 	case stComplete:
 		m.mirror(ctx, stDone, Completed)
 	case stUnswitchReads:
@@ -557,7 +597,7 @@ func (m *Machine) cancelAsked(ctx *machine.Ctx) {
 	if m.s.Stage == stIdle || m.s.CancelAsked {
 		return
 	}
-	if m.s.Verified || m.s.Stage == stComplete || m.s.Final != 0 {
+	if m.s.Stage == stComplete || m.s.Final != 0 || m.s.Verified && m.s.Stage != stHold {
 		m.out = append(m.out, Alert{Step: m.stepID(), Reason: "cancel asked too late: the reshard is completing or ending; reverse it with a new workflow if need be"})
 		return
 	}
@@ -566,7 +606,14 @@ func (m *Machine) cancelAsked(ctx *machine.Ctx) {
 		m.s.Reason = "cancelled by an operator"
 	}
 	ctx.Emit(Spec, ActCancel, machine.B("asked", true), machine.S("stage", stageNames[m.s.Stage]))
-	if !m.s.Sent && m.s.Polling {
+	switch {
+	case m.s.Stage == stHold:
+		// Holding after the switch: reverse the traffic now; finalize_after's timer is dropped.
+		if m.s.RetryAt != 0 {
+			m.out = append(m.out, cancelTimer(m.timerID()))
+		}
+		m.turnBack(ctx)
+	case !m.s.Sent && m.s.Polling:
 		// Waiting between polls: turn back now; the poll timer is dropped.
 		m.out = append(m.out, cancelTimer(m.timerID()))
 		m.turnBack(ctx)

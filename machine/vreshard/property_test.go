@@ -69,7 +69,15 @@ func (d *driver) crash(apply func(vreshard.Command) bool) {
 	d.feed(vreshard.Restarted{})
 }
 
-// settle runs the world reliably until Done (or a bound).
+// finalize is the operator's finalize (the machine ignores it outside the hold).
+func (d *driver) finalize() {
+	d.w.finalized = true
+	d.log = append(d.log, "-- finalize")
+	d.feed(vreshard.Finalize{})
+}
+
+// settle runs the world reliably until Done (or a bound); the operator finalizes whenever
+// nothing is pending.
 func (d *driver) settle() {
 	for i := 0; d.done == nil && i < 2000; i++ {
 		if len(d.pending) > 0 {
@@ -85,7 +93,11 @@ func (d *driver) settle() {
 			}
 		}
 		if at < 0 {
-			break
+			d.finalize()
+			if len(d.pending) == 0 && len(d.timers) == 0 && d.done == nil {
+				break
+			}
+			continue
 		}
 		d.now = max(d.now, at)
 		for id, _, ok := d.timers.Pop(d.now); ok; id, _, ok = d.timers.Pop(d.now) {
@@ -152,7 +164,7 @@ func run(c machinetest.Chooser, t machinetest.TB, chaos int, mu vreshard.Mutants
 	d := newDriver(t, w, start)
 	var answered []vreshard.Input
 	for i := 0; d.done == nil && i < chaos; i++ {
-		switch k := c.IntN(20); {
+		switch k := c.IntN(21); {
 		case k < 10 && len(d.pending) > 0:
 			j := c.IntN(len(d.pending))
 			cmd := d.pending[j]
@@ -175,10 +187,12 @@ func run(c machinetest.Chooser, t machinetest.TB, chaos int, mu vreshard.Mutants
 		case k < 19:
 			answered = nil
 			d.crash(func(vreshard.Command) bool { return c.IntN(2) == 1 })
-		default:
+		case k < 20:
 			if mu == (vreshard.Mutants{}) && setup == nil {
 				d.feed(vreshard.CancelRequest{})
 			}
+		default:
+			d.finalize()
 		}
 	}
 	d.settle()
@@ -234,6 +248,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, "writes switched before a clean VDiff"},
 		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, "the record mirrors the live partition"},
 		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, "no step twice"},
+		{"SkipHold", vreshard.Mutants{SkipHold: true}, "completed before the operator finalized"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
@@ -251,7 +266,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 // TestSnapshotJSON: a snapshot taken at every step survives JSON and Restore unchanged.
 func TestSnapshotJSON(t *testing.T) {
 	d := newDriver(t, newWorld(fixture().Record), fixture())
-	for d.done == nil && len(d.pending) > 0 || d.done == nil && len(d.timers) > 0 {
+	for d.done == nil {
 		b, err := json.Marshal(d.m.Snapshot())
 		require.NoError(t, err)
 		var s vreshard.Snapshot
@@ -262,6 +277,10 @@ func TestSnapshotJSON(t *testing.T) {
 			c := d.pending[0]
 			d.pending = d.pending[1:]
 			d.feed(d.w.apply(c, nil, false))
+			continue
+		}
+		if len(d.timers) == 0 {
+			d.finalize() // the hold
 			continue
 		}
 		for id, at := range d.timers {
@@ -286,4 +305,72 @@ func TestIdenticalConflicts(t *testing.T) {
 	require.Empty(t, d.violations())
 	require.Equal(t, vreshard.Completed, d.done.Outcome, d.done.Reason)
 	require.Zero(t, w.bumps, "every conflict was met")
+}
+
+// TestHoldKeepsReverse: after the writes switched and vtgate verified them the machine
+// holds, nothing sent and the workflow standing, however long; a cancel then reverses every
+// tablet type back to the source (ends Reversed, the record back on shard 0 with the target
+// kept for a new switch), and a Finalize instead completes. With finalize_after the hold
+// ends on its own, and a restart in the hold sets that timer again.
+func TestHoldKeepsReverse(t *testing.T) {
+	hold := func(o vreshard.Options) *driver {
+		st := fixture()
+		st.Options.FinalizeAfter = o.FinalizeAfter
+		d := newDriver(t, newWorld(st.Record), st)
+		for range 200 {
+			if len(d.pending) > 0 {
+				c := d.pending[0]
+				d.pending = d.pending[1:]
+				d.feed(d.w.apply(c, nil, false))
+				continue
+			}
+			if d.w.verified && len(d.timers) <= 1 {
+				break
+			}
+			for id, at := range d.timers {
+				d.now = max(d.now, at)
+				delete(d.timers, id)
+				d.feed(vreshard.TimerFired{ID: id})
+				break
+			}
+		}
+		require.True(t, d.w.verified && d.w.writesOn && d.w.exists, "the writes switched and verified, the workflow stands\n%s", strings.Join(d.log, "\n"))
+		require.Nil(t, d.done, strings.Join(d.log, "\n"))
+		require.Empty(t, d.pending, "nothing is sent in the hold")
+		return d
+	}
+
+	d := hold(vreshard.Options{})
+	require.Empty(t, d.timers, "without finalize_after the hold has no deadline")
+	d.now += 24 * 3600 * 1000
+	d.feed(vreshard.Restarted{})
+	d.crash(func(vreshard.Command) bool { return false })
+	require.Empty(t, d.pending, "a restart in the hold sends nothing")
+	d.feed(vreshard.CancelRequest{})
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Reversed, d.done.Outcome, strings.Join(d.log, "\n"))
+	require.False(t, d.w.writesOn || d.w.readsOn || d.w.completed, "the source serves again, the workflow is not completed")
+	require.Equal(t, []string{"0"}, names(d.w.store.Layout))
+
+	d = hold(vreshard.Options{})
+	d.finalize()
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
+
+	d = hold(vreshard.Options{FinalizeAfter: 60_000})
+	require.Len(t, d.timers, 1, "finalize_after arms one timer")
+	d.crash(func(vreshard.Command) bool { return false })
+	require.Len(t, d.timers, 1, "the restart arms it again")
+	for id, at := range d.timers {
+		require.GreaterOrEqual(t, at, int64(60_000))
+		d.now = at
+		delete(d.timers, id)
+		d.w.finalized = true // finalize_after is the operator's standing decision
+		d.feed(vreshard.TimerFired{ID: id})
+	}
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
 }

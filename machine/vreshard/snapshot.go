@@ -41,7 +41,7 @@ func (s state) Clone() state {
 // Check implements machine.State.
 func (s state) Check() error {
 	switch {
-	case s.Stage > stDone || s.After > stDone:
+	case s.Stage >= stageCount || s.After >= stageCount:
 		return fmt.Errorf("stage %d is unknown", s.Stage)
 	case s.Stage == stIdle:
 		return nil

@@ -23,6 +23,7 @@ type world struct {
 	cleanVDiff                   bool           // a VDiff finished with 0 mismatches
 	mismatch, verifyFail         bool
 	verified                     bool
+	finalized                    bool // the operator's Finalize (or finalize_after's timer) reached the machine
 
 	bumps      int            // identical writes of another writer to come, one before each CAS
 	effects    map[string]int // effective applications per step
@@ -171,6 +172,9 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 			}
 			if !w.verified {
 				w.violate("completed before the check through vtgate passed")
+			}
+			if !w.finalized {
+				w.violate("completed before the operator finalized: ReverseTraffic was still owed to a rollback")
 			}
 			w.once("complete")
 			w.exists, w.completed = false, true

@@ -28,9 +28,10 @@ servers: a role's fence holds for a whole server.
 For a keyspace routed by Vitess ([databases.vitess]) the cutover is Vitess's Reshard of the
 record's shards into the shards --to names: create the workflow, wait for the copy and the
 lag, VDiff, switch the reads then the writes, check every target shard through vtgate,
-complete; the record mirrors the serving partition after every step. rollback cancels it
-before the writes switched and reverses the traffic after; it completes on its own once the
-check through vtgate passed.
+then hold (the target serves, ReverseTraffic still possible) until finalize, which completes
+(vitess.finalize_after completes on its own); the record mirrors the serving partition after
+every step. rollback cancels it before the writes switched and reverses the traffic after,
+the hold included.
 
 plan checks every precondition and changes nothing; start asks the running controller
 (loamrouter serve) to do it; status shows where it is; finalize and rollback decide.`,
@@ -163,8 +164,8 @@ plan checks every precondition and changes nothing; start asks the running contr
 				}
 				if dc, ok := c.cfg.Database(ref); ok && dc.Vitess != nil {
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s requested for %s; %s\n", decision, ref, map[string]string{
-						controller.Finalize: "a Vitess cutover completes on its own once the check through vtgate passed",
-						controller.Reverse:  "the Reshard cancels at its next step (before the writes switched) or reverses the traffic (after)",
+						controller.Finalize: "the Reshard completes once the writes are switched and the check through vtgate passed (no ReverseTraffic after that)",
+						controller.Reverse:  "the Reshard cancels at its next step (before the writes switched) or reverses the traffic (after, the hold included)",
 					}[decision])
 					return err
 				}

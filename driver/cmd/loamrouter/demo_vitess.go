@@ -38,6 +38,12 @@ type vitessDemoReport struct {
 	Shards              []vitesslaunch.ShardRows
 }
 
+// vitessHolding reports whether a Vitess cutover holds after the switch: vtgate's check
+// passed, Complete not sent, so ReverseTraffic is still possible until `cutover finalize`.
+func vitessHolding(p controller.CutoverProgress) bool {
+	return p.Vitess && p.Outcome == "" && p.Current == "hold"
+}
+
 // vreshardFigures reads the copy (Create sent to the first Status saying the copy is done)
 // and the switch of the writes (sent, answered) from a Vitess cutover's audit entries.
 func vreshardFigures(entries []driver.AuditEntry) (copyTime time.Duration, writes0, writes1 time.Time) {
@@ -176,6 +182,7 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 	}
 	last := ""
 	var p controller.CutoverProgress
+	finalized := false
 	for {
 		if p, _, err = controller.CutoverStatus(ctx, remote, ref); err != nil {
 			return nil, err
@@ -186,6 +193,15 @@ func runVitessDemo(ctx context.Context, out io.Writer, o demoOptions) (*vitessDe
 		}
 		if p.Outcome != "" {
 			break
+		}
+		if !finalized && vitessHolding(p) {
+			// The hold: the target serves, the workflow stands, a rollback would still
+			// reverse the traffic. Finalize completes it.
+			finalized = true
+			say("holding after the switch (ReverseTraffic still possible); finalizing")
+			if _, err := runCLI("cutover", "finalize", demoDB); err != nil {
+				return nil, err
+			}
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return nil, ctx.Err()

@@ -150,11 +150,23 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 
 	// The standby resumes it to its end.
 	var p controller.CutoverProgress
+	finalized := false
 	deadline = time.Now().Add(5 * time.Minute)
+	progress := func() controller.CutoverProgress {
+		var p controller.CutoverProgress
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
+		return p
+	}
 	for p.Outcome == "" {
 		require.True(t, time.Now().Before(deadline), "the standby did not finish the reshard:\n%s", procs["b"].log())
 		time.Sleep(200 * time.Millisecond)
-		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", confs["b"], "--output", "json", "cutover", "status", "app")), &p))
+		if p = progress(); !finalized && vitessHolding(p) {
+			// The hold: several polls later it still has not completed on its own.
+			time.Sleep(3 * time.Second)
+			require.True(t, vitessHolding(progress()), "the reshard left the hold without a finalize")
+			runBin(t, dir, "--config", confs["b"], "cutover", "finalize", "app")
+			finalized = true
+		}
 	}
 	elapsed, resumed := time.Since(began), time.Since(killed)
 	w.Stop()
@@ -162,6 +174,7 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "completed", hist.Outcome, "%s\n%s", hist.Reason, procs["b"].log())
 	require.Equal(t, "completed", p.Outcome)
+	require.True(t, finalized, "the reshard completed without holding for the finalize")
 	require.True(t, p.Vitess)
 	for _, s := range p.Steps {
 		require.Equal(t, "done", s.State, "step %s", s.Name)
@@ -295,4 +308,95 @@ func TestRealVitessCutoverRollback(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n))
 	require.Equal(t, rows, n, "vtgate serves every row from the source shard")
 	require.Len(t, vitesstest.Ints(t, src, "SELECT id FROM t"), rows)
+}
+
+// TestRealVitessCutoverReverseInHold: the hold after the switch is what keeps ReverseTraffic
+// possible. A Vitess cutover under `loamrouter serve` reaches the hold (the writes on -80
+// and 80-, vtgate's check passed, nothing completed) with a writer inserting through vtgate;
+// `cutover rollback` there reverses every tablet type. Checked: the filed outcome is
+// reversed; the record's Layout is shard 0 again with the target kept (phase resharding);
+// vtctld still lists the workflow; shard 0 holds every acknowledged row, those written on
+// the target shards during the hold included (the reverse stream carried them back), each
+// exactly once; lost 0.
+func TestRealVitessCutoverReverseInHold(t *testing.T) {
+	c := vitessCluster.Get(t)
+	setTestTokens(t)
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	ks := "hold" + strconv.Itoa(int(vreshardRuns.Add(1)))
+	c.CreateKeyspace(t, ks)
+	src := c.AddShards(t, ks, "0")[0]
+	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
+	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
+	c.AddShards(t, ks, "-80", "80-")
+	g := c.StartVtgate(t, ks)
+	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
+	db, err := sql.Open("mysql", g.DSN(ks))
+	require.NoError(t, err)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := vitesstest.NewWriter(db)
+	require.NoError(t, w.Preload(ctx, 300))
+
+	dir := t.TempDir()
+	_, url := startStore(t, dir)
+	st := openURL(t, url)
+	defer st.Close()
+	rec, err := oneShardRecord(ks, src)
+	require.NoError(t, err)
+	ref := adapters.DBRef{Namespace: "default", Database: "app"}
+	_, err = st.CAS(ctx, ref, 0, rec)
+	require.NoError(t, err)
+	conf := vitessReshardConfig(t, dir, "a", freePort(t), url, c, g)
+	d := start(t, dir, "ctl-a", "serve", "--config", conf, "--log-level", "debug")
+	w.Start(ctx, 1)
+	defer w.Stop()
+	runBin(t, dir, "--config", conf, "cutover", "start", "app", "--to", "-80,80-", "--workflow", "hold")
+
+	progress := func() controller.CutoverProgress {
+		var p controller.CutoverProgress
+		require.NoError(t, json.Unmarshal([]byte(runBin(t, dir, "--config", conf, "--output", "json", "cutover", "status", "app")), &p))
+		return p
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for p := progress(); !vitessHolding(p); p = progress() {
+		require.True(t, time.Now().Before(deadline), "the reshard never reached the hold:\n%s", d.log())
+		require.Empty(t, p.Outcome, "the reshard ended before the hold:\n%s", d.log())
+		time.Sleep(200 * time.Millisecond)
+	}
+	held, err := st.Read(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{"-80", "80-"}, shardNames(held), "in the hold the record names the target shards")
+	time.Sleep(2 * time.Second) // writes land on the target shards during the hold
+	require.True(t, vitessHolding(progress()), "the hold holds without a finalize")
+	runBin(t, dir, "--config", conf, "cutover", "rollback", "app")
+
+	var p controller.CutoverProgress
+	for p.Outcome == "" {
+		require.True(t, time.Now().Before(deadline), "the reverse did not end:\n%s", d.log())
+		time.Sleep(200 * time.Millisecond)
+		p = progress()
+	}
+	time.Sleep(time.Second)
+	w.Stop()
+	hist, _, err := controller.GetJSON[controller.CutoverResult](ctx, st, controller.CutoverHistoryKey(ref, 1))
+	require.NoError(t, err)
+	require.Equal(t, "reversed", hist.Outcome, "%s\n%s", hist.Reason, d.log())
+	require.True(t, p.Reverse, "status shows the reverse")
+	final, err := st.Read(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, []string{"0"}, shardNames(final), "the source serves again")
+	require.NotNil(t, final.Target, "the target is kept for a new switch")
+	require.Equal(t, shardmap.Resharding, final.State.Phase)
+	wf := c.MustVtctldclient(t, "GetWorkflows", ks)
+	require.Contains(t, string(wf), `"hold"`, "the workflow stands after ReverseTraffic: %s", wf)
+
+	rows, err := w.Check(ctx, []*vitesstest.Tablet{src}, func(int64) (string, error) { return "0", nil })
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Zero(t, rows[0].Lost, "acknowledged writes lost")
+	require.Equal(t, rows[0].WantRows, rows[0].Rows, "shard 0 holds every acknowledged row once")
+	require.Equal(t, rows[0].WantSum, rows[0].Sum)
+	require.Greater(t, w.Acked(), 300, "writes went on through the hold and the reverse")
+	t.Logf("reverse in the hold: %d rows acknowledged, %d writes refused, all on shard 0, lost 0", w.Acked(), w.Refused())
 }
