@@ -328,18 +328,38 @@ func (i *Instance) TaskRows(ctx context.Context) ([]TaskRow, error) {
 
 // Tasks lists the root tasks (SHOW TASKS rows whose scope is root): the ids CUTOVER and
 // STOP_TASK take. Tasks live in the instance's memory: a restart forgets them.
+//
+// A COPY_DATA task runs its replication as a subtask, and PgDog reports the cutover's
+// stage there: while the subtask is cutting over (or rolling back, or stopping) the root
+// row still says "replicating". A root task's InnerStatus is therefore its running
+// subtask's when that is one of those stages (see RootTasks).
 func (i *Instance) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	rows, err := i.TaskRows(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return RootTasks(rows), nil
+}
+
+// subtaskStages are the stages a replication subtask reports that its root task's row
+// does not (pgdog/src/api/replication.rs, ReplicationStatus).
+var subtaskStages = []string{"cutting over", "rolling back", "stopping"}
+
+// RootTasks is Tasks over the rows of SHOW TASKS, which lists each root task followed by
+// its subtasks (pgdog/src/admin/show_tasks.rs).
+func RootTasks(rows []TaskRow) []adapters.Task {
 	var out []adapters.Task
 	for _, r := range rows {
-		if r.Root {
+		switch {
+		case r.Root:
 			out = append(out, r.Task())
+		case len(out) > 0 && (r.Status == "running" || r.Status == "started") && slices.Contains(subtaskStages, r.InnerStatus):
+			if root := &out[len(out)-1]; root.Status == "running" || root.Status == "started" {
+				root.InnerStatus = r.InnerStatus
+			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ReplicationSlots sends SHOW REPLICATION_SLOTS: the resharding slots this instance owns.
@@ -355,19 +375,56 @@ func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, err
 	return s, nil
 }
 
-// SlotLag reports lag_bytes of the slot named slot; ok is false when the instance does not
-// list the slot or its lag is NULL.
+// SlotLag reports the lag of the slots COPY_DATA named slot: PgDog makes one per source
+// shard, named <slot>_<shard number>, and lists each in SHOW REPLICATION_SLOTS. The lag is
+// the largest lag_bytes among them; ok is false when none is listed or one's lag is NULL.
+// A row named slot itself (no shard suffix) counts too.
 func (i *Instance) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
 	slots, err := i.ReplicationSlots(ctx)
 	if err != nil {
 		return 0, false, err
 	}
+	lag, ok = TaskSlotLag(slots, slot)
+	return lag, ok, nil
+}
+
+// TaskSlotLag is SlotLag over the rows of SHOW REPLICATION_SLOTS.
+func TaskSlotLag(slots []ReplicationSlot, slot string) (lag int64, ok bool) {
+	n := 0
 	for _, s := range slots {
-		if s.Name == slot {
-			return s.LagBytes, s.LagKnown, nil
+		if !ShardSlot(s.Name, slot) {
+			continue
+		}
+		if !s.LagKnown {
+			return 0, false
+		}
+		n++
+		lag = max(lag, s.LagBytes)
+	}
+	return lag, n > 0
+}
+
+// ShardSlot reports whether name is one of the slots of a COPY_DATA named slot: slot
+// followed by "_" and a shard number (pgdog/src/backend/replication/logical/publisher/
+// slot.rs, ReplicationSlot::replication), or slot itself.
+func ShardSlot(name, slot string) bool {
+	rest, ok := strings.CutPrefix(name, slot)
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	digits, ok := strings.CutPrefix(rest, "_")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
-	return 0, false, nil
+	return true
 }
 
 // Version sends SHOW VERSION: the binary's version, not the config's.

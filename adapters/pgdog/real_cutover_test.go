@@ -128,6 +128,8 @@ func newPgCutRun(t *testing.T, src, dst *pgtest.Server, sc cutScenario) *pgCutRu
 		dst.Exec(t, name, "GRANT ALL ON SCHEMA public TO "+r.role)
 		r.dstDBs = append(r.dstDBs, name)
 	}
+	dropSlotsAtEnd(t, src, r.srcDBs...)
+	dropSlotsAtEnd(t, dst, r.dstDBs...) // the reverse stream's
 	key := shardmap.Key{Column: "id", Type: shardmap.Bigint, Tables: []string{"t"}}
 	backs := func(s *pgtest.Server, dbs []string) []shardmap.Backend {
 		var out []shardmap.Backend

@@ -107,8 +107,31 @@ func TestRealPgDogTranscript(t *testing.T) {
 		r.do("cutover not replicating", "CUTOVER "+task)
 		r.do("stop_task", "STOP_TASK "+task)
 	} else {
+		// CUTOVER only requests the cutover: the task swaps once caught up, then finishes.
+		// One listing per state on the way, and a CUTOVER sent again while it runs.
 		r.do("cutover", "CUTOVER "+task)
-		r.do("show tasks", "SHOW TASKS")
+		seen = map[string]bool{}
+		again := false
+		for {
+			e := r.do("show tasks", "SHOW TASKS")
+			state := taskState(e, task)
+			if seen[state] {
+				r.trace = r.trace[:len(r.trace)-1]
+			}
+			seen[state] = true
+			if strings.HasPrefix(state, "finished") {
+				break
+			}
+			require.False(t, strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "panicked") || state == "absent", "CUTOVER %s: task %s\n%s", task, state, p.LogTail())
+			if !again {
+				again = true
+				if e := r.do("cutover in progress", "CUTOVER "+task); e.Error != nil {
+					r.trace = r.trace[:len(r.trace)-1] // it finished in between: not this label's
+				}
+			}
+			require.True(t, time.Now().Before(deadline.Add(2*time.Minute)), "CUTOVER %s never finished: states %v\n%s", task, seen, p.LogTail())
+			time.Sleep(50 * time.Millisecond)
+		}
 		r.do("show pools", "SHOW POOLS")
 		r.do("show replication_slots", "SHOW REPLICATION_SLOTS")
 		r.do("cutover not replicating", "CUTOVER "+task)

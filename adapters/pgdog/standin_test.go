@@ -78,6 +78,9 @@ type siTask struct {
 	src, dst, slot      string
 	lag                 *int64
 	copyData            bool
+	// cutting: a CUTOVER was accepted and its swap is still to come (PgDog's CUTOVER only
+	// requests it; the task swaps once caught up, then finishes).
+	cutting bool
 }
 
 // newStandIn starts a stand-in on 127.0.0.1 that was "started with" the files in dir.
@@ -155,6 +158,9 @@ func (s *standIn) SetTask(id int64, status, inner string, lag *int64) {
 	defer s.mu.Unlock()
 	for _, t := range s.tasks {
 		if t.id == id {
+			if t.cutting && status == "finished" {
+				s.finishCutover(t)
+			}
 			t.status, t.inner, t.lag = status, inner, lag
 		}
 	}
@@ -556,9 +562,17 @@ func (s *standIn) showTasks() reply {
 				"status": str(t.status), "inner_status": str("loading schema")})
 		}
 	}
+	// A cutover the listing showed in progress is done by the next one.
+	for _, t := range s.tasks {
+		if t.cutting {
+			s.finishCutover(t)
+		}
+	}
 	return r
 }
 
+// showSlots lists the slots of the running tasks: one per source shard, named
+// <slot>_<shard>, as PgDog names them.
 func (s *standIn) showSlots() reply {
 	r := reply{label: "show replication_slots"}
 	for _, t := range s.tasks {
@@ -569,10 +583,23 @@ func (s *standIn) showSlots() reply {
 		if t.lag != nil {
 			lag = str(strconv.FormatInt(*t.lag, 10))
 		}
-		r.rows = append(r.rows, row{"host": str("127.0.0.1"), "port": str("5432"), "database_name": str(t.src), "name": str(t.slot),
-			"lsn": str("0/16B3748"), "lag": str("0 B"), "lag_bytes": lag, "copy_data": boolText(t.copyData), "last_transaction": str("0s"), "last_transaction_ms": str("0")})
+		for _, shard := range s.shards(t.src) {
+			r.rows = append(r.rows, row{"host": str("127.0.0.1"), "port": str("5432"), "database_name": str(t.src), "name": str(t.slot + "_" + strconv.FormatInt(shard, 10)),
+				"lsn": str("0/16B3748"), "lag": str("0 B"), "lag_bytes": lag, "copy_data": boolText(t.copyData), "last_transaction": str("0s"), "last_transaction_ms": str("0")})
+		}
 	}
 	return r
+}
+
+// shards lists the shard numbers of database db in the config the stand-in runs.
+func (s *standIn) shards(db string) []int64 {
+	var out []int64
+	for _, d := range s.cfg.Databases {
+		if d.Name == db && !slices.Contains(out, d.Shard) {
+			out = append(out, d.Shard)
+		}
+	}
+	return out
 }
 
 func (s *standIn) schemaOwner(db string) bool {
@@ -626,10 +653,24 @@ func (s *standIn) cutover(w []string) reply {
 		return reply{label: "cutover nothing"}
 	case target == nil:
 		return reply{label: "cutover unknown task"}
-	case target.status != "running" || target.inner != "replicating":
+	case target.status != "running" || target.inner != "replicating" && !target.cutting:
 		return reply{label: "cutover not replicating"}
 	}
-	// The swap happens in memory only (cutover_save_config = false).
+	// PgDog's CUTOVER only requests the cutover: the task shows "cutting over" and swaps
+	// later (finishCutover). A CUTOVER while it is in progress is accepted again.
+	label := "cutover"
+	if target.cutting {
+		label = "cutover in progress"
+	}
+	target.inner, target.cutting = "cutting over", true
+	return reply{label: label, rows: []row{{"cutover": str("OK")}}}
+}
+
+// finishCutover is the swap a CUTOVER requested: the two databases' names swapped in
+// memory only (cutover_save_config = false), the task finished, the reverse stream
+// started as a new task, every maintenance hold cleared.
+func (s *standIn) finishCutover(target *siTask) {
+	target.cutting = false
 	for i := range s.cfg.Databases {
 		switch s.cfg.Databases[i].Name {
 		case target.src:
@@ -651,5 +692,4 @@ func (s *standIn) cutover(w []string) reply {
 		src: target.dst, dst: target.src, slot: "__pgdog_repl_reverse" + strconv.FormatInt(s.nextTask, 10)})
 	s.nextTask++
 	s.maint = map[string]bool{} // every hold on the instance, operators' included
-	return reply{label: "cutover", rows: []row{{"cutover": str("OK")}}}
 }
