@@ -88,9 +88,22 @@ func dropSlotsAtEnd(t *testing.T, srv *pgtest.Server, dbs ...string) {
 				t.Errorf("dropping the slots of %s: %v", db, err)
 				continue
 			}
-			_, err = c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL")
+			for ctx.Err() == nil { // a terminated walsender takes a moment to release its slot
+				_, err = c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL")
+				if err == nil {
+					_, err = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NULL")
+				}
+				var left int
+				if err == nil {
+					err = c.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&left)
+				}
+				if err != nil || left == 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			if err == nil {
-				_, err = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()")
+				err = ctx.Err() // slots still held when the time ran out
 			}
 			if err != nil {
 				t.Errorf("dropping the slots of %s: %v", db, err)
