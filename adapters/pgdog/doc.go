@@ -108,6 +108,17 @@
 //     still says "replicating"; pgdog/src/admin/show_tasks.rs lists each root task, newest
 //     first, followed by its subtasks, whose id is NULL. Tasks gives a root task its
 //     running subtask's stage (RootTasks).
+//   - The COPY_DATA row says "replicating" before the stream is set up
+//     (pgdog/src/api/resharding.rs sets the stage, then orchestrator.replicate(), then the
+//     replication subtask registers for CUTOVER): a CUTOVER sent in between fails with
+//     "task is not a replication task" (seen: three tries within 50 ms, then the
+//     machine rolled back). Tasks reports such a task's InnerStatus as "" until its
+//     replication subtask is listed running.
+//   - PgDog's cutover goes at once when its stream has applied no transaction yet
+//     (orchestrator.rs, should_cutover: no last transaction counts as quiet), whatever
+//     the lag: rows written just before were missing on the destination after it (seen:
+//     a test's key 22). The machine sends CUTOVER only once the measured lag is under
+//     LagThreshold and every instance is paused; callers of Cutover must do the same.
 //   - One slot per source shard: pgdog/src/backend/replication/logical/publisher/slot.rs
 //     (ReplicationSlot::replication) names the slot of source shard i <slot>_<i>, and SHOW
 //     REPLICATION_SLOTS (pgdog/src/admin/show_replication_slots.rs) lists each with

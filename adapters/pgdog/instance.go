@@ -347,20 +347,36 @@ var subtaskStages = []string{"cutting over", "rolling back", "stopping"}
 
 // RootTasks is Tasks over the rows of SHOW TASKS, which lists each root task followed by
 // its subtasks (pgdog/src/admin/show_tasks.rs).
+//
+// A COPY_DATA task's row says "replicating" before its replication subtask runs
+// (pgdog/src/api/resharding.rs sets the stage, then sets the stream up), and a CUTOVER
+// sent then fails with "task is not a replication task": until the subtask is listed
+// running, such a root task's InnerStatus is "" (still setting up).
 func RootTasks(rows []TaskRow) []adapters.Task {
 	var out []adapters.Task
+	streaming := false // the last root's replication subtask is running
+	settle := func() {
+		if n := len(out); n > 0 && !streaming && out[n-1].InnerStatus == "replicating" && strings.HasPrefix(out[n-1].Kind, "reshard ") && running(out[n-1].Status) {
+			out[n-1].InnerStatus = ""
+		}
+	}
 	for _, r := range rows {
 		switch {
 		case r.Root:
-			out = append(out, r.Task())
-		case len(out) > 0 && (r.Status == "running" || r.Status == "started") && slices.Contains(subtaskStages, r.InnerStatus):
-			if root := &out[len(out)-1]; root.Status == "running" || root.Status == "started" {
+			settle()
+			out, streaming = append(out, r.Task()), false
+		case len(out) > 0 && running(r.Status) && strings.HasPrefix(r.Type, "replication "):
+			streaming = true
+			if root := &out[len(out)-1]; running(root.Status) && slices.Contains(subtaskStages, r.InnerStatus) {
 				root.InnerStatus = r.InnerStatus
 			}
 		}
 	}
+	settle()
 	return out
 }
+
+func running(status string) bool { return status == "running" || status == "started" }
 
 // ReplicationSlots sends SHOW REPLICATION_SLOTS: the resharding slots this instance owns.
 func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, error) {

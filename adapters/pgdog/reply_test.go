@@ -195,3 +195,25 @@ func TestRootTasks(t *testing.T) {
 	done := pgdog.RootTasks([]pgdog.TaskRow{row(0, true, "reshard app -> app__reshard_2", "finished", ""), row(0, false, "replication app -> app__reshard_2", "running", "stopping")})
 	require.Equal(t, "", done[0].InnerStatus, "a root that ended keeps its own row")
 }
+
+// TestRootTasksNotReplicatingUntilTheStreamRuns: PgDog's COPY_DATA row says replicating
+// before its replication subtask exists, when a CUTOVER still fails (seen with 9918e963).
+func TestRootTasksNotReplicatingUntilTheStreamRuns(t *testing.T) {
+	row := func(root bool, typ, status, inner string) pgdog.TaskRow {
+		return pgdog.TaskRow{Root: root, Type: typ, Status: status, InnerStatus: inner}
+	}
+	early := pgdog.RootTasks([]pgdog.TaskRow{
+		row(true, "reshard app -> app__reshard_2", "running", "replicating"),
+		row(false, "schema_sync(pre) app -> app__reshard_2", "finished", "syncing tables"),
+		row(false, "copy_data app -> app__reshard_2", "finished", ""),
+		row(false, "schema_sync(post) app -> app__reshard_2", "finished", "creating indexes"),
+	})
+	require.Equal(t, "", early[0].InnerStatus, "no stream yet")
+	late := pgdog.RootTasks([]pgdog.TaskRow{
+		row(true, "reshard app -> app__reshard_2", "running", "replicating"),
+		row(false, "replication app -> app__reshard_2", "running", "replicating"),
+	})
+	require.Equal(t, "replicating", late[0].InnerStatus)
+	reverse := pgdog.RootTasks([]pgdog.TaskRow{row(true, "replication app -> app__reshard_2 (reverse)", "running", "replicating")})
+	require.Equal(t, "replicating", reverse[0].InnerStatus, "a stream of its own")
+}
