@@ -90,8 +90,8 @@ func TestRealPgDogTranscript(t *testing.T) {
 		} else {
 			r.trace = r.trace[:len(r.trace)-1] // keep one listing per state
 		}
-		if strings.Contains(state, "replicating") {
-			break
+		if strings.Contains(state, "replicating") && streamRunning(e) {
+			break // the stream takes a CUTOVER once its subtask runs (see RootTasks)
 		}
 		if strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "panicked") {
 			// PgDog's schema sync calls pg_get_publication_tables(text[]), which exists
@@ -109,7 +109,8 @@ func TestRealPgDogTranscript(t *testing.T) {
 	} else {
 		// CUTOVER only requests the cutover: the task swaps once caught up, then finishes.
 		// One listing per state on the way, and a CUTOVER sent again while it runs.
-		r.do("cutover", "CUTOVER "+task)
+		cut := r.do("cutover", "CUTOVER "+task)
+		require.Nil(t, cut.Error, "CUTOVER %s: %+v\n%s", task, cut.Error, p.LogTail())
 		seen = map[string]bool{}
 		again := false
 		for {
@@ -264,4 +265,14 @@ func errorExchange(t *testing.T, label, command string, err error) Exchange {
 		sev = pe.Severity
 	}
 	return Exchange{Label: label, Command: command, Error: &ErrorText{Severity: sev, Code: pe.Code, Message: pe.Message}, Closed: sev == "FATAL"}
+}
+
+// streamRunning reports whether a SHOW TASKS exchange lists a running replication subtask.
+func streamRunning(e Exchange) bool {
+	for _, row := range e.Rows {
+		if typ, st := rowCell(e, row, "type"), rowCell(e, row, "status"); typ != nil && st != nil && strings.HasPrefix(*typ, "replication ") && *st == "running" {
+			return true
+		}
+	}
+	return false
 }
