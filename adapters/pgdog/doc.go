@@ -84,6 +84,65 @@
 //     (0.0.0.0:6432 without them) when pgdog.toml leaves them out, as kernel/render's files
 //     do; conformance/pgdogtest relies on it to listen on 127.0.0.1.
 //
+// What PgDog 9918e963 (2026-08-07, crate 0.1.52; read at that commit, never copied) does
+// that the adapter follows, found running it (adapters/pgdog's TestRealPgDog tests):
+//
+//   - CUTOVER only requests the cutover. pgdog/src/admin/cutover.rs answers one row "OK"
+//     (column cutover, text) as soon as pgdog/src/api/replication.rs
+//     (ReplicationTask::trigger_cutover) finds the task registered, which it stays until
+//     the task ends: a CUTOVER sent again meanwhile is answered OK and changes nothing.
+//     The task then (pgdog/src/backend/replication/logical/orchestrator.rs,
+//     ReplicationWaiter::cutover) waits for the lag to be under
+//     cutover_traffic_stop_threshold, turns maintenance mode on for the whole instance and
+//     cancels the source's running queries, waits for the lag to be under
+//     cutover_replication_lag_threshold or the last replicated transaction to be older than
+//     cutover_last_transaction_delay (or cutover_timeout, then cutover_timeout_action),
+//     swaps the two names, starts the reverse stream as a new root task and turns
+//     maintenance off; only then does the COPY_DATA task finish. A STOP_TASK before the
+//     swap aborts it; after it, the swap runs to completion. Cutover therefore returns
+//     once SHOW TASKS lists the task finished, and fails (ErrExecution) when it ends
+//     otherwise.
+//   - The cutover's stage is on a subtask: pgdog/src/api/resharding.rs runs the
+//     replication as a child task (ctx.run) that reports "cutting over", "rolling back" or
+//     "stopping" (pgdog/src/api/replication.rs, ReplicationStatus) while the root row
+//     still says "replicating"; pgdog/src/admin/show_tasks.rs lists each root task, newest
+//     first, followed by its subtasks, whose id is NULL. Tasks gives a root task its
+//     running subtask's stage (RootTasks).
+//   - The COPY_DATA row says "replicating" before the stream is set up
+//     (pgdog/src/api/resharding.rs sets the stage, then orchestrator.replicate(), then the
+//     replication subtask registers for CUTOVER): a CUTOVER sent in between fails with
+//     "task is not a replication task" (seen: three tries within 50 ms, then the
+//     machine rolled back). Tasks reports such a task's InnerStatus as "" until its
+//     replication subtask is listed running.
+//   - PgDog's cutover goes at once when its stream has applied no transaction yet
+//     (orchestrator.rs, should_cutover: no last transaction counts as quiet), whatever
+//     the lag: rows written just before were missing on the destination after it (seen:
+//     a test's key 22). The machine sends CUTOVER only once the measured lag is under
+//     LagThreshold and every instance is paused; callers of Cutover must do the same.
+//   - One slot per source shard: pgdog/src/backend/replication/logical/publisher/slot.rs
+//     (ReplicationSlot::replication) names the slot of source shard i <slot>_<i>, and SHOW
+//     REPLICATION_SLOTS (pgdog/src/admin/show_replication_slots.rs) lists each with
+//     lag_bytes (bigint), never the name COPY_DATA was given: SlotLag takes the largest
+//     lag of the task's shard slots (TaskSlotLag). lag_bytes is 0 from the slot's creation
+//     (pgdog/src/backend/replication/logical/status.rs, ReplicationSlot::new) until the
+//     stream measures it, once a second (publisher/publisher_impl.rs; slot.rs
+//     replication_lag: pg_current_wal_lsn() - confirmed_flush_lsn), so a 0 early in
+//     "replicating" may be unmeasured; the CUTOVER waits for the real catch-up itself
+//     (above), so a pause begun too early costs pause time, not writes.
+//   - Slot names belong to the Postgres server, and a logical slot to the database that
+//     made it: a slot a stopped copy leaves behind (seen: loam_app_2_0 after a rolled-back
+//     run whose PgDog stopped before its stream drained) fails the next COPY_DATA naming
+//     it from another database with 55000 "replication slot ... was not created in this
+//     database". The real tests drop their databases' slots when they end; the cutover
+//     machine's slot name carries the generation (loam_<db>_<g>).
+//   - Seen and not yet explained (the fenced cutover under load, TestRealPgDogFenced...,
+//     2026-12-02): a few acknowledged rows per run (1 to 6 of 700 to 4,000) stored once,
+//     but on the destination shard with the index of their source shard rather than the
+//     one their key hashes to; the reverse scenario's CUTOVER of the reverse stream
+//     accepted, then its task "failed: pool: checkout timeout" (rolling back) while both
+//     layouts were fenced; once, an accepted CUTOVER whose task stayed running/replicating
+//     for four minutes.
+//
 // The package's tests run the adapter against a protocol-level stand-in built with
 // pgproto3 (standin_test.go; tests named TestStandIn), which replays what a real PgDog
 // answered (testdata/transcript*.json: columns, types, tags, errors, closes, value forms)

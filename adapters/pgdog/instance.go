@@ -328,19 +328,55 @@ func (i *Instance) TaskRows(ctx context.Context) ([]TaskRow, error) {
 
 // Tasks lists the root tasks (SHOW TASKS rows whose scope is root): the ids CUTOVER and
 // STOP_TASK take. Tasks live in the instance's memory: a restart forgets them.
+//
+// A COPY_DATA task runs its replication as a subtask, and PgDog reports the cutover's
+// stage there: while the subtask is cutting over (or rolling back, or stopping) the root
+// row still says "replicating". A root task's InnerStatus is therefore its running
+// subtask's when that is one of those stages (see RootTasks).
 func (i *Instance) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	rows, err := i.TaskRows(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return RootTasks(rows), nil
+}
+
+// subtaskStages are the stages a replication subtask reports that its root task's row
+// does not (pgdog/src/api/replication.rs, ReplicationStatus).
+var subtaskStages = []string{"cutting over", "rolling back", "stopping"}
+
+// RootTasks is Tasks over the rows of SHOW TASKS, which lists each root task followed by
+// its subtasks (pgdog/src/admin/show_tasks.rs).
+//
+// A COPY_DATA task's row says "replicating" before its replication subtask runs
+// (pgdog/src/api/resharding.rs sets the stage, then sets the stream up), and a CUTOVER
+// sent then fails with "task is not a replication task": until the subtask is listed
+// running, such a root task's InnerStatus is "" (still setting up).
+func RootTasks(rows []TaskRow) []adapters.Task {
 	var out []adapters.Task
-	for _, r := range rows {
-		if r.Root {
-			out = append(out, r.Task())
+	streaming := false // the last root's replication subtask is running
+	settle := func() {
+		if n := len(out); n > 0 && !streaming && out[n-1].InnerStatus == "replicating" && strings.HasPrefix(out[n-1].Kind, "reshard ") && running(out[n-1].Status) {
+			out[n-1].InnerStatus = ""
 		}
 	}
-	return out, nil
+	for _, r := range rows {
+		switch {
+		case r.Root:
+			settle()
+			out, streaming = append(out, r.Task()), false
+		case len(out) > 0 && running(r.Status) && strings.HasPrefix(r.Type, "replication "):
+			streaming = true
+			if root := &out[len(out)-1]; running(root.Status) && slices.Contains(subtaskStages, r.InnerStatus) {
+				root.InnerStatus = r.InnerStatus
+			}
+		}
+	}
+	settle()
+	return out
 }
+
+func running(status string) bool { return status == "running" || status == "started" }
 
 // ReplicationSlots sends SHOW REPLICATION_SLOTS: the resharding slots this instance owns.
 func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, error) {
@@ -355,19 +391,56 @@ func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, err
 	return s, nil
 }
 
-// SlotLag reports lag_bytes of the slot named slot; ok is false when the instance does not
-// list the slot or its lag is NULL.
+// SlotLag reports the lag of the slots COPY_DATA named slot: PgDog makes one per source
+// shard, named <slot>_<shard number>, and lists each in SHOW REPLICATION_SLOTS. The lag is
+// the largest lag_bytes among them; ok is false when none is listed or one's lag is NULL.
+// A row named slot itself (no shard suffix) counts too.
 func (i *Instance) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
 	slots, err := i.ReplicationSlots(ctx)
 	if err != nil {
 		return 0, false, err
 	}
+	lag, ok = TaskSlotLag(slots, slot)
+	return lag, ok, nil
+}
+
+// TaskSlotLag is SlotLag over the rows of SHOW REPLICATION_SLOTS.
+func TaskSlotLag(slots []ReplicationSlot, slot string) (lag int64, ok bool) {
+	n := 0
 	for _, s := range slots {
-		if s.Name == slot {
-			return s.LagBytes, s.LagKnown, nil
+		if !ShardSlot(s.Name, slot) {
+			continue
+		}
+		if !s.LagKnown {
+			return 0, false
+		}
+		n++
+		lag = max(lag, s.LagBytes)
+	}
+	return lag, n > 0
+}
+
+// ShardSlot reports whether name is one of the slots of a COPY_DATA named slot: slot
+// followed by "_" and a shard number (pgdog/src/backend/replication/logical/publisher/
+// slot.rs, ReplicationSlot::replication), or slot itself.
+func ShardSlot(name, slot string) bool {
+	rest, ok := strings.CutPrefix(name, slot)
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	digits, ok := strings.CutPrefix(rest, "_")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
-	return 0, false, nil
+	return true
 }
 
 // Version sends SHOW VERSION: the binary's version, not the config's.

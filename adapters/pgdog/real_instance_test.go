@@ -222,6 +222,16 @@ func TestRealPgDogCopyDataCutoverStop(t *testing.T) {
 	slots, err := i.ReplicationSlots(ctx)
 	require.NoError(t, err)
 	t.Logf("slots: %+v", slots)
+	// What the cutover machine waits for (the lag), here the rows themselves: PgDog's
+	// CUTOVER goes at once when its stream has applied no transaction yet (seen: key 22
+	// missing from the destination after it).
+	for k := int64(21); k <= 30; k++ {
+		deadline := time.Now().Add(2 * time.Minute)
+		for len(holders(t, srv, dst, k)) == 0 {
+			require.True(t, time.Now().Before(deadline), "key %d never streamed\n%s", k, p.LogTail())
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 
 	require.NoError(t, i.Cutover(ctx, task), p.LogTail())
 	tasks, err := i.Tasks(ctx)

@@ -67,7 +67,50 @@ func shards(t *testing.T, srv *pgtest.Server, prefix string, n int, withTable bo
 		}
 		names = append(names, name)
 	}
+	dropSlotsAtEnd(t, srv, names...)
 	return names
+}
+
+// dropSlotsAtEnd drops, when the test ends, the replication slots made in dbs on srv.
+// PgDog names a COPY_DATA's slots <slot>_<shard> and a stopped or rolled-back copy can
+// leave them; slot names are the server's, so a later test's COPY_DATA naming the same
+// slot (loam_app_2 is every first cutover's) fails with 55000 "replication slot ... was
+// not created in this database". A logical slot is dropped from the database that made
+// it, after its walsender (PgDog, stopped by then: its cleanup was registered later) is
+// gone.
+func dropSlotsAtEnd(t *testing.T, srv *pgtest.Server, dbs ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, db := range dbs {
+			c, err := pgx.Connect(ctx, srv.DSN(db))
+			if err != nil {
+				t.Errorf("dropping the slots of %s: %v", db, err)
+				continue
+			}
+			for ctx.Err() == nil { // a terminated walsender takes a moment to release its slot
+				_, err = c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL")
+				if err == nil {
+					_, err = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NULL")
+				}
+				var left int
+				if err == nil {
+					err = c.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&left)
+				}
+				if err != nil || left == 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err == nil {
+				err = ctx.Err() // slots still held when the time ran out
+			}
+			if err != nil {
+				t.Errorf("dropping the slots of %s: %v", db, err)
+			}
+			c.Close(context.Background())
+		}
+	})
 }
 
 // realRecord is database app hash-sharded on orders.id over dbs on srv.

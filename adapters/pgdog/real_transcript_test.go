@@ -90,8 +90,8 @@ func TestRealPgDogTranscript(t *testing.T) {
 		} else {
 			r.trace = r.trace[:len(r.trace)-1] // keep one listing per state
 		}
-		if strings.Contains(state, "replicating") {
-			break
+		if strings.Contains(state, "replicating") && streamRunning(e) {
+			break // the stream takes a CUTOVER once its subtask runs (see RootTasks)
 		}
 		if strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "panicked") {
 			// PgDog's schema sync calls pg_get_publication_tables(text[]), which exists
@@ -107,8 +107,32 @@ func TestRealPgDogTranscript(t *testing.T) {
 		r.do("cutover not replicating", "CUTOVER "+task)
 		r.do("stop_task", "STOP_TASK "+task)
 	} else {
-		r.do("cutover", "CUTOVER "+task)
-		r.do("show tasks", "SHOW TASKS")
+		// CUTOVER only requests the cutover: the task swaps once caught up, then finishes.
+		// One listing per state on the way, and a CUTOVER sent again while it runs.
+		cut := r.do("cutover", "CUTOVER "+task)
+		require.Nil(t, cut.Error, "CUTOVER %s: %+v\n%s", task, cut.Error, p.LogTail())
+		seen = map[string]bool{}
+		again := false
+		for {
+			e := r.do("show tasks", "SHOW TASKS")
+			state := taskState(e, task)
+			if seen[state] {
+				r.trace = r.trace[:len(r.trace)-1]
+			}
+			seen[state] = true
+			if strings.HasPrefix(state, "finished") {
+				break
+			}
+			require.False(t, strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "panicked") || state == "absent", "CUTOVER %s: task %s\n%s", task, state, p.LogTail())
+			if !again {
+				again = true
+				if e := r.do("cutover in progress", "CUTOVER "+task); e.Error != nil {
+					r.trace = r.trace[:len(r.trace)-1] // it finished in between: not this label's
+				}
+			}
+			require.True(t, time.Now().Before(deadline.Add(2*time.Minute)), "CUTOVER %s never finished: states %v\n%s", task, seen, p.LogTail())
+			time.Sleep(50 * time.Millisecond)
+		}
 		r.do("show pools", "SHOW POOLS")
 		r.do("show replication_slots", "SHOW REPLICATION_SLOTS")
 		r.do("cutover not replicating", "CUTOVER "+task)
@@ -241,4 +265,14 @@ func errorExchange(t *testing.T, label, command string, err error) Exchange {
 		sev = pe.Severity
 	}
 	return Exchange{Label: label, Command: command, Error: &ErrorText{Severity: sev, Code: pe.Code, Message: pe.Message}, Closed: sev == "FATAL"}
+}
+
+// streamRunning reports whether a SHOW TASKS exchange lists a running replication subtask.
+func streamRunning(e Exchange) bool {
+	for _, row := range e.Rows {
+		if typ, st := rowCell(e, row, "type"), rowCell(e, row, "status"); typ != nil && st != nil && strings.HasPrefix(*typ, "replication ") && *st == "running" {
+			return true
+		}
+	}
+	return false
 }

@@ -148,3 +148,72 @@ func FuzzCheckName(f *testing.F) {
 		}
 	})
 }
+
+// TestTaskSlotLag: PgDog names a COPY_DATA's slots <slot>_<shard>, one per source shard
+// (recorded with two source shards: loam_slot_4_0, loam_slot_4_1); the task's lag is the
+// largest, known only when every one listed is.
+func TestTaskSlotLag(t *testing.T) {
+	slot := func(name string, lag int64, known bool) pgdog.ReplicationSlot {
+		return pgdog.ReplicationSlot{Name: name, LagBytes: lag, LagKnown: known}
+	}
+	slots := []pgdog.ReplicationSlot{slot("loam_app_2_0", 100, true), slot("loam_app_2_1", 4096, true),
+		slot("loam_app_2_x", 1<<40, true), slot("loam_app_21_0", 1<<40, true), slot("loam_app_2_", 1<<40, true), slot("__pgdog_repl_abc_0", 1<<40, true)}
+	lag, ok := pgdog.TaskSlotLag(slots, "loam_app_2")
+	require.True(t, ok)
+	require.Equal(t, int64(4096), lag, "the largest of the task's shard slots, and only theirs")
+
+	_, ok = pgdog.TaskSlotLag(slots, "loam_app_3")
+	require.False(t, ok, "no slot of the task listed")
+	_, ok = pgdog.TaskSlotLag(append(slots, slot("loam_app_2_2", 0, false)), "loam_app_2")
+	require.False(t, ok, "one shard's lag unknown")
+	lag, ok = pgdog.TaskSlotLag([]pgdog.ReplicationSlot{slot("loam_app_2", 7, true)}, "loam_app_2")
+	require.True(t, ok, "a slot named as asked")
+	require.Equal(t, int64(7), lag)
+}
+
+// TestRootTasks: PgDog reports the cutover's stage on the replication subtask while the
+// COPY_DATA task's own row still says replicating; SHOW TASKS lists each root task (newest
+// first) followed by its subtasks.
+func TestRootTasks(t *testing.T) {
+	row := func(id int64, root bool, typ, status, inner string) pgdog.TaskRow {
+		return pgdog.TaskRow{ID: id, Root: root, Type: typ, Status: status, InnerStatus: inner}
+	}
+	tasks := pgdog.RootTasks([]pgdog.TaskRow{
+		row(1, true, "replication app__reshard_2 -> app (reverse)", "running", ""),
+		row(0, false, "replication app__reshard_2 -> app (reverse)", "running", "replicating"),
+		row(0, true, "reshard app -> app__reshard_2", "running", "replicating"),
+		row(0, false, "schema_sync(pre) app -> app__reshard_2", "finished", ""),
+		row(0, false, "copy_data app -> app__reshard_2", "finished", ""),
+		row(0, false, "replication app -> app__reshard_2", "running", "cutting over"),
+	})
+	require.Len(t, tasks, 2)
+	require.Equal(t, int64(1), tasks[0].ID)
+	require.Equal(t, "", tasks[0].InnerStatus, "replicating is no stage the root lacks")
+	require.Equal(t, int64(0), tasks[1].ID)
+	require.Equal(t, "cutting over", tasks[1].InnerStatus, "the subtask's cutover stage")
+
+	done := pgdog.RootTasks([]pgdog.TaskRow{row(0, true, "reshard app -> app__reshard_2", "finished", ""), row(0, false, "replication app -> app__reshard_2", "running", "stopping")})
+	require.Equal(t, "", done[0].InnerStatus, "a root that ended keeps its own row")
+}
+
+// TestRootTasksNotReplicatingUntilTheStreamRuns: PgDog's COPY_DATA row says replicating
+// before its replication subtask exists, when a CUTOVER still fails (seen with 9918e963).
+func TestRootTasksNotReplicatingUntilTheStreamRuns(t *testing.T) {
+	row := func(root bool, typ, status, inner string) pgdog.TaskRow {
+		return pgdog.TaskRow{Root: root, Type: typ, Status: status, InnerStatus: inner}
+	}
+	early := pgdog.RootTasks([]pgdog.TaskRow{
+		row(true, "reshard app -> app__reshard_2", "running", "replicating"),
+		row(false, "schema_sync(pre) app -> app__reshard_2", "finished", "syncing tables"),
+		row(false, "copy_data app -> app__reshard_2", "finished", ""),
+		row(false, "schema_sync(post) app -> app__reshard_2", "finished", "creating indexes"),
+	})
+	require.Equal(t, "", early[0].InnerStatus, "no stream yet")
+	late := pgdog.RootTasks([]pgdog.TaskRow{
+		row(true, "reshard app -> app__reshard_2", "running", "replicating"),
+		row(false, "replication app -> app__reshard_2", "running", "replicating"),
+	})
+	require.Equal(t, "replicating", late[0].InnerStatus)
+	reverse := pgdog.RootTasks([]pgdog.TaskRow{row(true, "replication app -> app__reshard_2 (reverse)", "running", "replicating")})
+	require.Equal(t, "replicating", reverse[0].InnerStatus, "a stream of its own")
+}

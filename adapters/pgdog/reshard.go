@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"loam.dev/router/adapters"
 )
@@ -83,24 +85,79 @@ func (i *Instance) Reshard(ctx context.Context, source, destination, publication
 	return id, nil
 }
 
-// Cutover sends CUTOVER <task>: drain, swap the two databases' names in this instance's
-// memory, start the reverse stream, switch maintenance off (every hold on the instance,
-// operators' included). It is never retried here: an error after sending leaves the
-// outcome to be read from SHOW TASKS. With nothing to cut over PgDog fails ("task is not
-// a replication task"), which matches ErrExecution.
+// Cutover sends CUTOVER <task> and returns once the cutover is done: drain, swap the two
+// databases' names in this instance's memory, start the reverse stream, switch
+// maintenance off (every hold on the instance, operators' included). PgDog's CUTOVER only
+// requests it: its OK says the task took the request, and the task then waits for the
+// copy to catch up (pausing the instance's traffic itself, with maintenance mode, once
+// the lag is under cutover_traffic_stop_threshold), swaps, starts the reverse stream as a
+// new task and finishes. So Cutover lists the tasks until task is finished (nil), or
+// ended otherwise, failed, cancelled or no longer listed (an error matching ErrExecution:
+// a failure after the swap leaves it in place). It is never retried here: an error, ctx's
+// included, leaves the outcome to be read from SHOW TASKS. With nothing to cut over PgDog
+// fails ("task is not a replication task"), which matches ErrExecution.
 func (i *Instance) Cutover(ctx context.Context, task int64) error {
 	r, err := i.Exec(ctx, "Cutover", "CUTOVER "+strconv.FormatInt(task, 10))
 	if err != nil {
 		return err
 	}
-	v, err := oneValue("CUTOVER", r, "cutover")
-	if err != nil {
+	if err := cutoverAccepted(task, r); err != nil {
 		return i.fail("Cutover", "", err)
 	}
+	return i.waitCutover(ctx, task)
+}
+
+// cutoverAccepted checks CUTOVER's answer: one row "OK" in column cutover (PgDog 3ee07ab,
+// 9918e963), or, from a version that answers with the tag alone, no rows at all.
+func cutoverAccepted(task int64, r Reply) error {
+	if len(r.Columns) == 0 && len(r.Rows) == 0 {
+		if verb, _, _ := strings.Cut(r.Tag, " "); !strings.EqualFold(verb, "CUTOVER") {
+			return fmt.Errorf("%w: CUTOVER %d answered with tag %q and no rows", ErrReply, task, r.Tag)
+		}
+		return nil
+	}
+	v, err := oneValue("CUTOVER", r, "cutover")
+	if err != nil {
+		return err
+	}
 	if v != "OK" {
-		return i.fail("Cutover", "", fmt.Errorf("%w: CUTOVER %d answered %q, want OK", ErrReply, task, v))
+		return fmt.Errorf("%w: CUTOVER %d answered %q, want OK", ErrReply, task, v)
 	}
 	return nil
+}
+
+// cutoverPoll is how often Cutover lists the tasks while the cutover runs.
+const cutoverPoll = 50 * time.Millisecond
+
+// waitCutover lists the tasks until task has ended.
+func (i *Instance) waitCutover(ctx context.Context, task int64) error {
+	tick := time.NewTicker(cutoverPoll)
+	defer tick.Stop()
+	for {
+		tasks, err := i.Tasks(ctx)
+		if err != nil {
+			return err
+		}
+		var own *adapters.Task
+		for j := range tasks {
+			if tasks[j].ID == task {
+				own = &tasks[j]
+			}
+		}
+		switch {
+		case own == nil:
+			return i.fail("Cutover", "", fmt.Errorf("%w: CUTOVER %d was accepted, then the task is no longer listed (the instance restarted?)", ErrExecution, task))
+		case own.Status == "finished":
+			return nil
+		case own.Status != "started" && own.Status != "running":
+			return i.fail("Cutover", "", fmt.Errorf("%w: CUTOVER %d was accepted, then the task ended %q (%s)", ErrExecution, task, own.Status, own.InnerStatus))
+		}
+		select {
+		case <-ctx.Done():
+			return i.fail("Cutover", "", fmt.Errorf("pgdog: CUTOVER %d accepted, still %s (%s): %w", task, own.Status, own.InnerStatus, ctx.Err()))
+		case <-tick.C:
+		}
+	}
 }
 
 // StopResult is STOP_TASK's reply.

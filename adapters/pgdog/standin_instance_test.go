@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -345,7 +346,7 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 
 	_, ok, err := i.SlotLag(ctx, "loam_app_4")
 	require.NoError(t, err)
-	require.False(t, ok, "lag unknown while NULL")
+	require.False(t, ok, "no slot listed before the task replicates (recorded)")
 
 	err = i.Cutover(ctx, task)
 	require.ErrorIs(t, err, pgdog.ErrExecution, "CUTOVER of a task that is not replicating fails")
@@ -379,8 +380,9 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 		tasks, err = i.Tasks(ctx)
 		require.NoError(t, err)
 		require.Len(t, tasks, 2)
-		require.Equal(t, "finished", tasks[0].Status)
-		reverse := tasks[1]
+		reverse := tasks[0] // newest first (recorded)
+		require.Equal(t, task, tasks[1].ID)
+		require.Equal(t, "finished", tasks[1].Status)
 		require.Equal(t, "replicating", reverse.InnerStatus)
 		res, err := i.Stop(ctx, reverse.ID)
 		require.NoError(t, err)
@@ -392,6 +394,53 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 	require.Equal(t, pgdog.TaskNotFound, res)
 	require.NoError(t, i.StopTask(ctx, 999), "a task that is gone is not an error for the cutover")
 	require.Subset(t, s.Received(), []string{"COPY_DATA app " + dst + " loam_pub loam_app_4", "CUTOVER 0", "STOP_TASK 999"})
+}
+
+// TestStandInCutoverWaitsForTheTask: PgDog's CUTOVER only requests the cutover (recorded:
+// it answers OK while the task still replicates); Cutover returns once SHOW TASKS lists the
+// task finished, the swap made and the reverse stream listed.
+func TestStandInCutoverWaitsForTheTask(t *testing.T) {
+	s, i, task := replicatingCopy(t)
+	ctx := context.Background()
+	require.NoError(t, i.Cutover(ctx, task))
+	got := s.Received()
+	at := slices.Index(got, "CUTOVER "+strconv.FormatInt(task, 10))
+	require.GreaterOrEqual(t, at, 0)
+	require.GreaterOrEqual(t, strings.Count(strings.Join(got[at+1:], "\n"), "SHOW TASKS"), 2, "listed in progress, then finished: %v", got[at:])
+	require.Equal(t, []string{"10.1.0.1", "10.1.0.2"}, s.Routing()["app"], "swapped by the time Cutover returned")
+	tasks, err := i.Tasks(ctx)
+	require.NoError(t, err)
+	require.Len(t, tasks, 2, "the copy and the reverse stream")
+	require.Equal(t, task, tasks[1].ID, "newest first (recorded)")
+	require.Equal(t, "finished", tasks[1].Status)
+	require.Equal(t, "running", tasks[0].Status)
+}
+
+// TestStandInCutoverThatFailsAfterItWasAccepted: a cutover PgDog accepted and whose task
+// then failed is an ErrExecution, and nothing was swapped.
+func TestStandInCutoverThatFailsAfterItWasAccepted(t *testing.T) {
+	s, i, task := replicatingCopy(t)
+	s.FailCutover("abort timeout")
+	err := i.Cutover(context.Background(), task)
+	require.ErrorIs(t, err, pgdog.ErrExecution)
+	require.ErrorContains(t, err, "abort timeout")
+	require.Equal(t, []string{"10.0.0.1", "10.0.0.2"}, s.Routing()["app"], "no swap")
+}
+
+// replicatingCopy is a stand-in whose COPY_DATA task replicates, caught up.
+func replicatingCopy(t *testing.T) (*standIn, *pgdog.Instance, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	s := startStandIn(t, dir)
+	i := newInstance(t, s, dir)
+	ctx := context.Background()
+	_, err := i.Apply(ctx, 4, renderFiles(t, resharding(record(4, "10.0.0.1", "10.0.0.2"), "10.1.0.1", "10.1.0.2")))
+	require.NoError(t, err)
+	started, err := i.StartCopyData(ctx, "app", render.ReshardDatabase("app", 4), "loam_pub", "loam_app_4")
+	require.NoError(t, err)
+	lag := int64(0)
+	s.SetTask(started.Task, "running", "replicating", &lag)
+	return s, i, started.Task
 }
 
 // TestStandInStopOfFailedTaskIsNotFound: PgDog answers STOP_TASK of a task that failed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -68,10 +69,16 @@ func replaySession(t *testing.T, session []Exchange) {
 			require.NoError(t, err)
 			require.NoError(t, d.WriteFiles(ctx, 9, bad))
 		}
-		if want.Label == "show tasks" && len(want.Rows) > 0 && len(s.tasks) > 0 {
-			// The task's progress is the real Postgres's: put the recorded state in.
-			st, in := rowCell(want, want.Rows[0], "status"), rowCell(want, want.Rows[0], "inner_status")
-			s.SetTask(s.tasks[0].id, deref(st), deref(in), nil)
+		if want.Label == "show tasks" {
+			// The tasks' progress is the real Postgres's: put the recorded states in,
+			// oldest task first (finishing a cutover starts the next).
+			for _, row := range slices.Backward(want.Rows) {
+				if id := rowCell(want, row, "id"); id != nil {
+					n, err := strconv.ParseInt(*id, 10, 64)
+					require.NoError(t, err)
+					s.SetTask(n, deref(rowCell(want, row, "status")), deref(rowCell(want, row, "inner_status")), nil)
+				}
+			}
 		}
 		got := r.do(want.Label, want.Command)
 		require.Empty(t, diffShape(want, got), "exchange %d %q (%s)", replayed, want.Command, want.Label)

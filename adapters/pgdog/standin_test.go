@@ -53,6 +53,9 @@ type standIn struct {
 
 	tr         *Transcript
 	unrecorded []string
+	// cutoverFails, when set, makes the next requested cutover end its task failed with
+	// it as the message, and swap nothing (PgDog: an error before the swap).
+	cutoverFails string
 }
 
 type siConfig struct {
@@ -78,6 +81,11 @@ type siTask struct {
 	src, dst, slot      string
 	lag                 *int64
 	copyData            bool
+	// cutting: a CUTOVER was accepted and its swap is still to come (PgDog's CUTOVER only
+	// requests it; the task swaps once caught up, then finishes); shown: a listing showed
+	// it so, and the next one shows it done.
+	cutting, shown bool
+	suffix         string // " (reverse)" for the stream a cutover started
 }
 
 // newStandIn starts a stand-in on 127.0.0.1 that was "started with" the files in dir.
@@ -155,9 +163,19 @@ func (s *standIn) SetTask(id int64, status, inner string, lag *int64) {
 	defer s.mu.Unlock()
 	for _, t := range s.tasks {
 		if t.id == id {
+			if t.cutting && status == "finished" {
+				s.finishCutover(t)
+			}
 			t.status, t.inner, t.lag = status, inner, lag
 		}
 	}
+}
+
+// FailCutover makes the next requested cutover fail before its swap with message msg.
+func (s *standIn) FailCutover(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutoverFails = msg
 }
 
 // Routing returns, per database name, the hosts of its shard entries in the config the
@@ -548,31 +566,83 @@ func (s *standIn) showPools() reply {
 
 func (s *standIn) showTasks() reply {
 	r := reply{label: "show tasks"}
+	// A cutover the last listing showed in progress is done by this one.
 	for _, t := range s.tasks {
-		r.rows = append(r.rows, row{"id": str(strconv.FormatInt(t.id, 10)), "scope": str("root"), "type": str(t.kind + " " + t.src + " -> " + t.dst),
+		if t.cutting && t.shown {
+			s.finishCutover(t)
+		}
+	}
+	// Newest task first, each followed by its subtasks, as PgDog lists them (recorded).
+	for _, t := range slices.Backward(s.tasks) {
+		r.rows = append(r.rows, row{"id": str(strconv.FormatInt(t.id, 10)), "scope": str("root"), "type": str(t.kind + " " + t.src + " -> " + t.dst + t.suffix),
 			"status": str(t.status), "inner_status": str(t.inner)})
-		if t.kind != "replication" {
-			r.rows = append(r.rows, row{"id": nil, "scope": str("subtask"), "type": str("schema_sync(pre) " + t.src + " -> " + t.dst),
-				"status": str(t.status), "inner_status": str("loading schema")})
+		for _, sub := range t.subtasks() {
+			r.rows = append(r.rows, row{"id": nil, "scope": str("subtask"), "type": str(sub[0] + " " + t.src + " -> " + t.dst),
+				"status": str(sub[1]), "inner_status": str(sub[2])})
+		}
+		t.shown = t.cutting
+	}
+	return r
+}
+
+// subtasks are a COPY_DATA task's subtasks at its stage, (type, status, inner_status),
+// as recorded: the schema sync before the copy, the copy, the schema sync after it, and
+// the replication, which reports the cutover's stage while the task's own row says
+// replicating. A replication task has none.
+func (t *siTask) subtasks() [][3]string {
+	if t.kind == "replication" {
+		return nil
+	}
+	pre := [3]string{"schema_sync(pre)", "finished", "syncing tables"}
+	switch t.inner {
+	case "syncing schema", "":
+		return [][3]string{{"schema_sync(pre)", t.status, "loading schema"}}
+	case "syncing data":
+		return [][3]string{pre, {"copy_data", "started", ""}}
+	case "finalizing schema":
+		return [][3]string{pre, {"copy_data", "finished", ""}, {"schema_sync(post)", "running", "creating indexes"}}
+	}
+	repl := [3]string{"replication", "running", "replicating"}
+	switch {
+	case t.cutting:
+		repl[2] = "cutting over"
+	case t.status == "finished":
+		repl = [3]string{"replication", "finished", "cutting over"}
+	case t.status != "running":
+		repl = [3]string{"replication", t.status, "stopping"}
+	}
+	return [][3]string{pre, {"copy_data", "finished", ""}, {"schema_sync(post)", "finished", "creating indexes"}, repl}
+}
+
+// showSlots lists the slots of the running tasks: one per source shard, named
+// <slot>_<shard>, as PgDog names them.
+func (s *standIn) showSlots() reply {
+	r := reply{label: "show replication_slots"}
+	for _, t := range s.tasks {
+		if t.slot == "" || t.status != "running" || t.inner != "replicating" {
+			continue
+		}
+		lag := str("0") // PgDog lists 0 until the stream has measured it
+		if t.lag != nil {
+			lag = str(strconv.FormatInt(*t.lag, 10))
+		}
+		for _, shard := range s.shards(t.src) {
+			r.rows = append(r.rows, row{"host": str("127.0.0.1"), "port": str("5432"), "database_name": str(t.src), "name": str(t.slot + "_" + strconv.FormatInt(shard, 10)),
+				"lsn": str("0/16B3748"), "lag": str("0 B"), "lag_bytes": lag, "copy_data": boolText(t.copyData)})
 		}
 	}
 	return r
 }
 
-func (s *standIn) showSlots() reply {
-	r := reply{label: "show replication_slots"}
-	for _, t := range s.tasks {
-		if t.slot == "" || t.status != "running" {
-			continue
+// shards lists the shard numbers of database db in the config the stand-in runs.
+func (s *standIn) shards(db string) []int64 {
+	var out []int64
+	for _, d := range s.cfg.Databases {
+		if d.Name == db && !slices.Contains(out, d.Shard) {
+			out = append(out, d.Shard)
 		}
-		var lag *string
-		if t.lag != nil {
-			lag = str(strconv.FormatInt(*t.lag, 10))
-		}
-		r.rows = append(r.rows, row{"host": str("127.0.0.1"), "port": str("5432"), "database_name": str(t.src), "name": str(t.slot),
-			"lsn": str("0/16B3748"), "lag": str("0 B"), "lag_bytes": lag, "copy_data": boolText(t.copyData), "last_transaction": str("0s"), "last_transaction_ms": str("0")})
 	}
-	return r
+	return out
 }
 
 func (s *standIn) schemaOwner(db string) bool {
@@ -626,10 +696,29 @@ func (s *standIn) cutover(w []string) reply {
 		return reply{label: "cutover nothing"}
 	case target == nil:
 		return reply{label: "cutover unknown task"}
-	case target.status != "running" || target.inner != "replicating":
+	case target.status != "running" || target.inner != "replicating" && !target.cutting:
 		return reply{label: "cutover not replicating"}
 	}
-	// The swap happens in memory only (cutover_save_config = false).
+	// PgDog's CUTOVER only requests the cutover: the task shows "cutting over" and swaps
+	// later (finishCutover). A CUTOVER while it is in progress is accepted again.
+	label := "cutover"
+	if target.cutting {
+		label = "cutover in progress"
+	}
+	target.cutting = true
+	return reply{label: label, rows: []row{{"cutover": str("OK")}}}
+}
+
+// finishCutover is the swap a CUTOVER requested: the two databases' names swapped in
+// memory only (cutover_save_config = false), the task finished, the reverse stream
+// started as a new task, every maintenance hold cleared.
+func (s *standIn) finishCutover(target *siTask) {
+	target.cutting = false
+	if s.cutoverFails != "" {
+		target.status, s.cutoverFails = "failed: "+s.cutoverFails, ""
+		s.maint = map[string]bool{}
+		return
+	}
 	for i := range s.cfg.Databases {
 		switch s.cfg.Databases[i].Name {
 		case target.src:
@@ -646,10 +735,11 @@ func (s *standIn) cutover(w []string) reply {
 			s.cfg.Users[i].Database = target.src
 		}
 	}
-	target.status, target.inner = "finished", ""
+	target.status = "finished" // its own row keeps saying replicating (recorded)
+	// The reverse stream is described by the forward names and reuses the slot name on
+	// the destination (recorded).
 	s.tasks = append(s.tasks, &siTask{id: s.nextTask, kind: "replication", status: "running", inner: "replicating",
-		src: target.dst, dst: target.src, slot: "__pgdog_repl_reverse" + strconv.FormatInt(s.nextTask, 10)})
+		src: target.src, dst: target.dst, suffix: " (reverse)", slot: target.slot})
 	s.nextTask++
 	s.maint = map[string]bool{} // every hold on the instance, operators' included
-	return reply{label: "cutover", rows: []row{{"cutover": str("OK")}}}
 }

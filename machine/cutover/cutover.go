@@ -115,8 +115,8 @@ func checkStart(in Start) string {
 		return "start: no application role to fence"
 	case p.Publication == "" || !lowerName(p.Publication):
 		return "start: publication " + strconv.Quote(p.Publication) + " must be a lower-case name (PgDog lowercases admin commands)"
-	case len(slotName(r)) > 63:
-		return "start: slot name " + slotName(r) + " is longer than 63 bytes; use a shorter database name"
+	case len(shardSlot(r, len(r.Shards)-1)) > 63:
+		return "start: slot name " + shardSlot(r, len(r.Shards)-1) + " (PgDog makes one slot per source shard, " + slotName(r) + "_<shard>) is longer than 63 bytes; use a shorter database name"
 	case len(p.Instances) == 0:
 		return "start: no instances"
 	}
@@ -209,6 +209,11 @@ func destName(r *shardmap.Record) string { return render.ReshardDatabase(r.Route
 func slotName(r *shardmap.Record) string {
 	return "loam_" + r.Router.Name + "_" + u(r.Generation)
 }
+
+// shardSlot is the slot PgDog makes for source shard i of a COPY_DATA named slotName(r):
+// the name with "_<i>" (pgdog/src/backend/replication/logical/publisher/slot.rs,
+// ReplicationSlot::replication). Postgres refuses slot names over 63 bytes.
+func shardSlot(r *shardmap.Record, i int) string { return slotName(r) + "_" + strconv.Itoa(i) }
 
 // ---- step ids ----
 
@@ -798,7 +803,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 				// (its slot taken by the task the first try started). The undo stops
 				// only a task it knows, so say what may be left running.
 				m.alert(failed.Step, "COPY_DATA on "+failed.Target+" failed "+strconv.Itoa(failed.Attempt)+" times without naming a task; a try whose answer was lost may have started one: look for it in SHOW TASKS on "+
-					failed.Target+", stop it with STOP_TASK and drop replication slot "+slotName(m.s.Origin)+" if it is left")
+					failed.Target+", stop it with STOP_TASK and drop replication slots "+slotName(m.s.Origin)+"_<shard> (one per source shard) if they are left")
 			}
 			m.undo(ctx, "COPY_DATA on "+failed.Target+" failed: "+failed.Err)
 		case m.s.Abort:

@@ -206,6 +206,9 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 		rec.Target = nil
 		rec.State.To = 0
 	}
+	if d.HasArg("db") {
+		rec.Router.Name = machinetest.Arg(t, d, "db", rec.Router.Name) // an invalid start
+	}
 	h.m = cutover.New()
 	h.seen = nil
 	// first-task=N: the id the designated PgDog hands out first (a freshly started one: 0).
