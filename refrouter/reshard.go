@@ -33,15 +33,18 @@ import (
 //     "replicating" only once it is made, so the machine pauses nothing before.
 //   - Cutover: drain (a barrier row written on every source shard, through the superuser
 //     the replication uses, not the fenced role, must arrive on every destination shard),
-//     then, at once, drop the forward subscriptions and start the stream back from the
-//     destination's WAL as it is after the drain (startBack: its slots advanced there, its
-//     subscriptions enabled), then swap the two database names in the designated router's
-//     memory (Router.Swap, as PgDog's CUTOVER does). So the CUTOVER, run while writes
-//     wait, creates no slot (a slot waits for the server's running transactions) and no
-//     subscription (each opens a replication connection); connections are pooled per shard
-//     database, so it opens none either. A task whose stream back was not made before (the
-//     reverse cutover's, or one whose preparation failed) makes it inside the CUTOVER, after
-//     the drain, as a new slot starts there anyway.
+//     then, at once, halt the forward subscriptions on the destination shards (halt:
+//     disabled, their apply workers ended) and start the stream back from the
+//     destination's WAL as it is after the drain (startBack: its replication origins set
+//     there, its subscriptions enabled), then swap the two database names in the
+//     designated router's memory (Router.Swap, as PgDog's CUTOVER does); the forward
+//     stream is dropped after that, outside the pause (dropHalted). So the CUTOVER, run
+//     while writes wait, creates no slot (a slot waits for the server's running
+//     transactions), no subscription and no drop through the publisher (each opens a
+//     replication connection); connections are pooled per shard database, so it opens
+//     none either. A task whose stream back was not made before (the reverse cutover's,
+//     or one whose preparation failed) makes it inside the CUTOVER, after the drain, as
+//     before: a new slot starts there anyway.
 //   - StopTask: drop a task's subscriptions and publications.
 //
 // It supports hash (pg_hash) layouts, which is what satisfies_hash_partition can filter.
@@ -624,8 +627,8 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 	}
 	// The stream back starts where the drain left the new shards: nothing writes there
 	// (the fence keeps the role out, the forward stream has nothing left to apply). Made
-	// before the pause, its slots are advanced there (startBack); else its publications
-	// and slots are made now, before the forward stream is dropped.
+	// before the pause, it starts there (startBack); else its publications and slots are
+	// made now, before the forward stream is halted.
 	rev, prepared := backOf(t), true
 	if rev == nil {
 		rev, prepared = rs.backStream(t, "_r"+strconv.FormatInt(rs.next, 10)), false
