@@ -155,6 +155,11 @@ func Run[In, Cmd, Snap any](ctx context.Context, kind Kind[In, Cmd, Snap], cfg C
 				return ErrDrained
 			}
 		} else if r.inflight == 0 && len(r.timers) == 0 && inputs == nil {
+			if err := ctx.Err(); err != nil {
+				// The commands ended because the run was stopped, not because they were done.
+				logger.Info("stopped", "cause", context.Cause(ctx))
+				return err
+			}
 			logger.Debug("idle: nothing in flight, no timer pending")
 			return nil
 		}

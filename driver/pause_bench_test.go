@@ -36,12 +36,14 @@ var pauseStores = []string{"none", "bolt", "bolt-two-writes"}
 // Reported per way: the pause window's median and p99 (ms), the median over the floor's
 // (x-floor), the median time the window spent in store writes (write-median-ms), the store
 // writes inside the window per pause (writes/pause) and, of the snapshot saves, those of
-// steps that issued no command (no-cmd-saves/pause: a reply fed, nothing sent); and the
+// steps that issued no command (no-cmd-saves/pause: a reply fed, nothing sent), the result
+// and report entries whose write began inside the window (result-writes/pause: each its own
+// transaction, written beside the step's path, not counted in writes/pause); and the
 // median window of two writes per step over one (x-two-over-one).
 func BenchmarkCutoverPauseDriver(b *testing.B) {
 	windows := map[string][]time.Duration{}
 	writeTime := map[string][]time.Duration{}
-	writes, idle := map[string]int{}, map[string]int{}
+	writes, idle, results := map[string]int{}, map[string]int{}, map[string]int{}
 	turn := 0
 	for b.Loop() {
 		for i := range pauseStores {
@@ -61,6 +63,8 @@ func BenchmarkCutoverPauseDriver(b *testing.B) {
 					}
 				case sp.Kind == driver.SpanAudit && strings.HasPrefix(sp.What, driver.AuditExec+" "):
 					writes[store]++
+				case sp.Kind == driver.SpanAudit && (strings.HasPrefix(sp.What, driver.AuditResult+" ") || strings.HasPrefix(sp.What, driver.AuditReport+" ")):
+					results[store]++
 				}
 			}
 		}
@@ -79,6 +83,7 @@ func BenchmarkCutoverPauseDriver(b *testing.B) {
 		b.ReportMetric(ms(nearestRank(writeTime[store], 0.5)), store+"-write-median-ms")
 		b.ReportMetric(float64(writes[store])/float64(len(windows[store])), store+"-writes/pause")
 		b.ReportMetric(float64(idle[store])/float64(len(windows[store])), store+"-no-cmd-saves/pause")
+		b.ReportMetric(float64(results[store])/float64(len(windows[store])), store+"-result-writes/pause")
 	}
 	b.ReportMetric(float64(nearestRank(windows["bolt-two-writes"], 0.5))/float64(nearestRank(windows["bolt"], 0.5)), "x-two-over-one")
 }

@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -333,4 +334,105 @@ func TestReadAuditBatches(t *testing.T) {
 	last, err = driver.ReadAudit(ctx, newestFirstStore{store}, driver.AuditFilter{Limit: 6})
 	require.NoError(t, err)
 	require.Equal(t, all[1:], last)
+}
+
+// dyingSnapshots is a snapshot store, apart from the audit log's, that stops at its save
+// number at: with kill, the save blocks until the run is stopped (the process killed while
+// the save is in flight, cancel called as it starts), else it fails at once. Neither lands.
+// It keeps every snapshot it saved and the one it did not.
+type dyingSnapshots struct {
+	*memstore.Store
+	at     int
+	kill   bool
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	n      int
+	saved  [][]byte
+	failed []byte
+}
+
+func (s *dyingSnapshots) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	s.mu.Lock()
+	s.n++
+	dies := s.n == s.at
+	if dies {
+		s.failed = data
+	}
+	s.mu.Unlock()
+	if !dies {
+		v, err := s.Store.PutBlob(ctx, key, expect, data)
+		if err == nil {
+			s.mu.Lock()
+			s.saved = append(s.saved, data)
+			s.mu.Unlock()
+		}
+		return v, err
+	}
+	if !s.kill {
+		return 0, errors.New("store: the save did not land")
+	}
+	s.cancel()
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// opSteps is the steps of the ops a snapshot's JSON holds.
+func opSteps(t *testing.T, data []byte) map[string]bool {
+	var snap struct{ Ops []struct{ Step string } }
+	require.NoError(t, json.Unmarshal(data, &snap))
+	steps := map[string]bool{}
+	for _, o := range snap.Ops {
+		steps[o.Step] = true
+	}
+	return steps
+}
+
+// TestTwoStoresNoExecEntryWithoutItsSnapshot: with the snapshot and the audit log in two
+// stores (etcd's fenced view and its audit, the store server), a step's exec entries are
+// written only once its snapshot is saved. A save that does not land (it fails, or the
+// driver is killed while it is in flight) leaves no exec entry of the step's commands in
+// the log, at whichever save of a whole cutover it happens: a standby restored from the
+// last saved snapshot re-issues those commands as the first execution the log records,
+// never as an execution again of a step the log says ran. Written at the same time as the
+// save, the step's exec entries land though its snapshot does not (commit a5d4830 fixed
+// that ordering; this test fails on it).
+func TestTwoStoresNoExecEntryWithoutItsSnapshot(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kill=%v", kill), func(t *testing.T) {
+			newOps := 0
+			for at := 1; at <= 12; at++ {
+				s := newCutoverSetup(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				snaps := &dyingSnapshots{Store: memstore.New(), at: at, kill: kill, cancel: cancel}
+				auditStore := memstore.New()
+				tok := driver.Token{Holder: "test", Epoch: 1}
+				audited := &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: s.exec,
+					Audit: driver.NewAudit(auditStore, func() driver.Token { return tok }, quiet)}
+				err := driver.Run(ctx, driver.Cutover(audited),
+					driver.Config[cutover.Input]{ID: "ns/app", Store: snaps, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start))
+				cancel()
+				require.Error(t, err, "save %d did not land: the run stops", at)
+				require.NotNil(t, snaps.failed, "the cutover reached save %d", at)
+				audited.Flush()
+
+				// The ops the failed step added: in its snapshot, in none that was saved.
+				fresh := opSteps(t, snaps.failed)
+				for _, d := range snaps.saved {
+					for st := range opSteps(t, d) {
+						delete(fresh, st)
+					}
+				}
+				newOps += len(fresh)
+				entries, err := driver.ReadAudit(context.Background(), auditStore, driver.AuditFilter{Machine: "cutover"})
+				require.NoError(t, err)
+				for _, e := range entries {
+					if e.Event == driver.AuditExec {
+						require.False(t, fresh[e.Step], "save %d did not land, yet the log holds the exec entry %s of its step", at, e.What)
+					}
+				}
+			}
+			require.Greater(t, newOps, 5, "failed saves of steps that issued commands")
+		})
+	}
 }

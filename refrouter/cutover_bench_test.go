@@ -29,7 +29,7 @@ func BenchmarkCutoverPause(b *testing.B) {
 			var windows, ctl, cmds, stalls []time.Duration
 			for b.Loop() {
 				benchRuns++
-				r := newCutoverRunOf(b, servers, benchRuns, forward, false, n)
+				r := newCutoverRunOf(b, servers, benchRuns, forward, false, n, true)
 				o := r.drive(time.Second)
 				if o.done.Outcome != cutover.Finalized {
 					b.Fatalf("outcome %s: %s", o.done.Outcome, o.done.Reason)

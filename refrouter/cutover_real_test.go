@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/adapters"
+	"loam.dev/router/adapters/boltstore"
 	"loam.dev/router/adapters/memstore"
 	"loam.dev/router/adapters/postgres"
 	"loam.dev/router/conformance/loadcheck"
@@ -80,7 +83,8 @@ type cutoverRun struct {
 	dstDBs    []string
 	rec       *shardmap.Record // the record the cutover starts from (generation 2, resharding)
 	creds     render.Credentials
-	store     *memstore.Store
+	store     cutoverStore
+	bolt      bool // the production store: bbolt, the snapshots guarded by a lease, the commands audited
 	dbRef     adapters.DBRef
 	fleet     *refrouter.Fleet
 	rs        *refrouter.Resharder
@@ -94,6 +98,7 @@ type cutoverRun struct {
 	fenced      map[string]time.Time   // when the first fence of each backend returned
 	unfenced    map[string]time.Time   // when the first unfence after it was called
 	cutovers    int
+	backSlots   int             // the destination's slots at the first CUTOVER (with digests), -1 before
 	resumedPost map[string]bool // instances resumed after the point of no return
 	pastPNR     chan struct{}
 	checks      []digestCheck
@@ -122,16 +127,25 @@ type digestCheck struct {
 
 func newCutoverRun(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool) *cutoverRun {
 	t.Helper()
-	return newCutoverRunOf(t, servers, n, sc, digests, cutoverInstances)
+	return newCutoverRunOf(t, servers, n, sc, digests, cutoverInstances, false)
+}
+
+// cutoverStore holds a run's record, the machine's snapshots and, with bolt, the lease
+// and the audit log.
+type cutoverStore interface {
+	adapters.ShardMapStore
+	adapters.BlobStore
 }
 
 // newCutoverRunOf is newCutoverRun with that many reference-router instances (ref-3 is
-// still the unreachable one).
-func newCutoverRunOf(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool, instances int) *cutoverRun {
+// still the unreachable one) and, with bolt, on the store a controller runs on by default
+// (bbolt: one fsync per step for its snapshot and exec entries), the snapshots saved
+// through a lease's GuardedStore and every command audited, as controller/cutover.go does.
+func newCutoverRunOf(t testing.TB, servers cutoverServers, n int, sc scenario, digests bool, instances int, bolt bool) *cutoverRun {
 	t.Helper()
 	r := &cutoverRun{t: t, instances: instances, servers: servers, scenario: sc, digests: digests, db: fmt.Sprintf("app%d", n), role: fmt.Sprintf("app%d", n),
 		backends: map[string]*postgres.Backend{}, fenced: map[string]time.Time{}, unfenced: map[string]time.Time{},
-		resumedPost: map[string]bool{}, pastPNR: make(chan struct{})}
+		resumedPost: map[string]bool{}, pastPNR: make(chan struct{}), backSlots: -1}
 	ddl := "CREATE TABLE t (id bigint PRIMARY KEY, worker int, seq bigint, router text); GRANT ALL ON t TO " + r.role
 	for _, s := range []*pgtest.Server{servers.src, servers.dst} {
 		s.Exec(t, "postgres", "CREATE ROLE "+r.role+" LOGIN PASSWORD 'pw'")
@@ -166,7 +180,13 @@ func newCutoverRunOf(t testing.TB, servers cutoverServers, n int, sc scenario, d
 	}
 	r.creds = render.Credentials{Users: []render.User{{Name: r.role, Password: "pw"}},
 		SchemaAdmin: render.User{Name: "migrator", Password: "pw"}, Admin: render.Admin{Password: "admin"}}
-	r.store = memstore.New()
+	r.store, r.bolt = memstore.New(), bolt
+	if bolt {
+		st, err := boltstore.Open(filepath.Join(t.TempDir(), "loam.db"), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		r.store = st
+	}
 	r.dbRef = adapters.DBRef{Namespace: "ns", Database: r.db}
 
 	ctx := context.Background()
@@ -318,6 +338,11 @@ func (rs resharder) Cutover(ctx context.Context, task int64) error {
 	if rs.r.scenario == rollback {
 		return fmt.Errorf("CUTOVER %d failed (injected by the rollback scenario)", task)
 	}
+	if rs.r.digests {
+		if err := rs.r.countBackSlots(ctx); err != nil {
+			return err
+		}
+	}
 	rs.r.mark("cutover")
 	err := rs.Resharder.Cutover(ctx, task)
 	rs.r.mark("cut over")
@@ -360,6 +385,31 @@ func (rs resharder) Cutover(ctx context.Context, task int64) error {
 		r.checks = append(r.checks, c)
 		r.mu.Unlock()
 	}
+	return nil
+}
+
+// countBackSlots records, at the first CUTOVER, how many replication slots the run's
+// destination databases hold: the stream back's, made before the pause (Resharder.Tasks),
+// which the CUTOVER then only starts.
+func (r *cutoverRun) countBackSlots(ctx context.Context) error {
+	r.mu.Lock()
+	first := r.cutovers == 0 && r.backSlots < 0
+	r.mu.Unlock()
+	if !first {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, r.servers.dst.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = ANY($1)", r.dstDBs).Scan(&n); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.backSlots = n
+	r.mu.Unlock()
 	return nil
 }
 
@@ -422,6 +472,20 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 		Publication: "loam_" + r.db, Options: opts}}
 	timeline := &driver.Timeline{}
 	cfg := driver.Config[cutover.Input]{ID: "ns/" + r.db, Store: r.store, Logger: exec.Logger, Trace: machine.Discard, Timeline: timeline}
+	kind := driver.Cutover(exec)
+	if r.bolt {
+		lease, err := driver.NewLease(r.store, driver.LeaseOptions{Holder: "figures", TTL: 10 * time.Second, Logger: exec.Logger})
+		require.NoError(t, err)
+		_, err = lease.Acquire(ctx)
+		require.NoError(t, err)
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = lease.Hold(hctx) }()
+		guarded := driver.GuardedStore{Store: r.store, Lease: lease}
+		exec.Store, cfg.Store = guarded, guarded
+		kind = driver.Cutover(&driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: r.dbRef.String(), Next: exec,
+			Audit: driver.NewAudit(r.store, func() driver.Token { t, _ := lease.Valid(); return t }, exec.Logger), Valid: lease.Valid, Timeline: timeline})
+	}
 	if r.scenario == reverse {
 		inputs := make(chan cutover.Input)
 		cfg.Inputs = inputs
@@ -434,7 +498,7 @@ func (r *cutoverRun) drive(steady time.Duration) outcome {
 			}
 		}()
 	}
-	err := driver.Run(ctx, driver.Cutover(exec), cfg, cutover.Input(startIn))
+	err := driver.Run(ctx, kind, cfg, cutover.Input(startIn))
 	if err != nil {
 		t.Log(r.logs.String())
 	}
@@ -625,6 +689,7 @@ func TestRealFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, []string{"ref-3"}, d.Missed, "ref-3 could not be paused")
 		require.Equal(t, []string{"ref-3"}, d.Lagging, "ref-3 could not be reloaded")
 		r.checkDigests(t, "forward")
+		require.Equal(t, srcShards*dstShards, r.backSlots, "the stream back's slots were made before the pause, not by the CUTOVER")
 
 		dstWhere, _ := loadcheck.Stored(t, servers.dst, r.dstDBs)
 		lost := checkExactlyOnce(t, dstWhere, o.writes, dstShards, "destination")
@@ -763,7 +828,7 @@ func TestRealCutoverFigures(t *testing.T) {
 	var order []string
 	for n := 1; n <= runs; n++ {
 		t.Run(fmt.Sprintf("run=%d", n), func(t *testing.T) {
-			r := newCutoverRun(t, servers, 100+n, forward, false)
+			r := newCutoverRunOf(t, servers, 100+n, forward, false, cutoverInstances, true)
 			o := r.drive(time.Second)
 			require.Equal(t, cutover.Finalized, o.done.Outcome, o.done.Reason)
 			dstWhere, _ := loadcheck.Stored(t, servers.dst, r.dstDBs)

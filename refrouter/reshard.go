@@ -27,13 +27,24 @@ import (
 //     streaming). The task is "syncing data" until every table is synchronised, then
 //     "replicating".
 //   - SlotLag: the largest lag, in bytes of WAL, of the task's slots.
+//   - Tasks: once every table is synchronised, the stream back (destination to source) is
+//     made, before any pause: its publications and slots on the destination shards, its
+//     subscriptions on the source shards, disabled (prepareBack); the task reads
+//     "replicating" only once it is made, so the machine pauses nothing before.
 //   - Cutover: drain (a barrier row written on every source shard, through the superuser
 //     the replication uses, not the fenced role, must arrive on every destination shard),
-//     make the reverse stream's publications and slots (the destination is quiet then),
-//     drop the forward subscriptions while subscribing the reverse stream (destination to
-//     source, no initial copy; a new task), then swap the two database names in the
-//     designated router's memory (Router.Swap, as PgDog's CUTOVER does). Connections are
-//     pooled per shard database, so the CUTOVER, run while writes wait, opens none.
+//     then, at once, halt the forward subscriptions on the destination shards (halt:
+//     disabled, their apply workers ended) and start the stream back from the
+//     destination's WAL as it is after the drain (startBack: its replication origins set
+//     there, its subscriptions enabled), then swap the two database names in the
+//     designated router's memory (Router.Swap, as PgDog's CUTOVER does); the forward
+//     stream is dropped after that, outside the pause (dropHalted). So the CUTOVER, run
+//     while writes wait, creates no slot (a slot waits for the server's running
+//     transactions), no subscription and no drop through the publisher (each opens a
+//     replication connection); connections are pooled per shard database, so it opens
+//     none either. A task whose stream back was not made before (the reverse cutover's,
+//     or one whose preparation failed) makes it inside the CUTOVER, after the drain, as
+//     before: a new slot starts there anyway.
 //   - StopTask: drop a task's subscriptions and publications.
 //
 // It supports hash (pg_hash) layouts, which is what satisfies_hash_partition can filter.
@@ -55,6 +66,12 @@ type Resharder struct {
 	// before the pause), so that Cutover sets up no connection while writes wait.
 	poolMu sync.Mutex
 	pools  map[string]*pgxpool.Pool
+
+	// cleanups are the drops of halted streams after their CUTOVER; Close waits for them
+	// and returns cleanupErr.
+	cleanups   sync.WaitGroup
+	cleanupMu  sync.Mutex
+	cleanupErr error
 }
 
 var _ adapters.Resharder = (*Resharder)(nil)
@@ -73,6 +90,11 @@ type streamTask struct {
 	pub     string
 	slot    string
 	synced  bool
+
+	// prepared is closed once the stream back's preparation, started when the copy is
+	// synchronised, has ended; back is then the stream back it made (nil if it failed).
+	prepared chan struct{}
+	back     *streamTask
 }
 
 // Helper tables the resharder creates in every shard database it touches.
@@ -213,7 +235,7 @@ func (rs *Resharder) stream(ctx context.Context, t *streamTask, copyData bool) e
 	if err := rs.publish(ctx, t); err != nil {
 		return err
 	}
-	return rs.subscribe(ctx, t, copyData, true)
+	return rs.subscribe(ctx, t, copyData, true, true)
 }
 
 // publish creates t's publications on t.from's shards.
@@ -256,15 +278,16 @@ func (rs *Resharder) dropSlots(ctx context.Context, t *streamTask) error {
 }
 
 // subscribe creates t's subscriptions on t.to's shards; without createSlot their slots
-// must exist (slots).
-func (rs *Resharder) subscribe(ctx context.Context, t *streamTask, copyData, createSlot bool) error {
+// must exist (slots); without enabled they stream nothing until enabled (startBack).
+func (rs *Resharder) subscribe(ctx context.Context, t *streamTask, copyData, createSlot, enabled bool) error {
 	n, m := len(t.to.Shards), len(t.from.Shards)
 	return each(n*m, func(k int) error {
 		j, i := k/m, k%m
 		sub := t.subName(i, j)
 		return rs.exec(ctx, t.to.Shards[j].Backend, "CREATE SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" CONNECTION "+
 			literal(rs.dsn(t.from.Shards[i].Backend))+" PUBLICATION "+pgx.Identifier{t.pubName(j)}.Sanitize()+
-			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+", create_slot = "+strconv.FormatBool(createSlot)+")")
+			" WITH (slot_name = "+literal(sub)+", copy_data = "+strconv.FormatBool(copyData)+", create_slot = "+strconv.FormatBool(createSlot)+
+			", enabled = "+strconv.FormatBool(enabled)+")")
 	})
 }
 
@@ -324,8 +347,159 @@ func (rs *Resharder) refresh(ctx context.Context, t *streamTask) error {
 			return nil
 		}
 	}
-	t.synced, t.inner = true, "replicating"
+	if t.prepared == nil {
+		t.prepared = make(chan struct{})
+		back := rs.backStream(t, "_b"+strconv.FormatInt(t.id, 10))
+		go func() {
+			defer close(t.prepared)
+			ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+			defer cancel()
+			if rs.prepareBack(ctx, back) == nil {
+				t.back = back
+			}
+		}()
+	}
+	select {
+	case <-t.prepared:
+		t.synced, t.inner = true, "replicating"
+	default:
+	}
 	return nil
+}
+
+// prepareTimeout bounds the making of a stream back before the pause; past it, or on any
+// error, the CUTOVER makes it itself.
+const prepareTimeout = time.Minute
+
+// backStream is the stream back of t, from its destination to its source, its
+// publications and slots named after t's with suffix.
+func (rs *Resharder) backStream(t *streamTask, suffix string) *streamTask {
+	return &streamTask{kind: "replication", status: "running", inner: "replicating", synced: true,
+		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + suffix, slot: t.slot + suffix}
+}
+
+// prepareBack makes the stream back b before the pause, while the forward stream still
+// applies the source's writes to the destination: its publications and slots on the
+// destination shards, its subscriptions on the source shards, disabled. Its slots decode
+// from now on, so they would carry back what the forward stream applies from now to the
+// CUTOVER, every row of it already on the source: the CUTOVER skips all of it (startBack)
+// before it enables the subscriptions. On an error it removes what it made.
+func (rs *Resharder) prepareBack(ctx context.Context, b *streamTask) error {
+	err := rs.publish(ctx, b)
+	if err == nil {
+		err = rs.slots(ctx, b)
+	}
+	if err == nil {
+		err = rs.subscribe(ctx, b, false, false, false)
+	}
+	if err != nil {
+		return errors.Join(err, rs.dropBack(context.WithoutCancel(ctx), b))
+	}
+	return nil
+}
+
+// dropBack removes a stream back: its subscriptions (and with them their slots), its
+// publications, and its slots where no subscription was made.
+func (rs *Resharder) dropBack(ctx context.Context, b *streamTask) error {
+	return errors.Join(rs.unstream(ctx, b), rs.dropSlots(ctx, b))
+}
+
+// startBack starts the prepared stream back b where the destination's WAL is once the
+// forward stream is drained (Cutover calls it after drain). On each destination shard, a
+// transaction committed synchronously flushes the WAL up to its commit, so up to every
+// commit the forward stream made (its apply runs with synchronous_commit off, as these
+// servers do: a commit can be visible before it is flushed), and the flushed position is
+// read; on each source shard, the replication origin of each subscription of b (pg_<oid>,
+// where an apply worker keeps how far it has applied, and asks its publisher to stream
+// from) is set to that position of its publisher, then the subscription is enabled. Its
+// walsender skips every transaction that committed before it. No slot is decoded inside
+// the pause: the walsender does that once the worker connects, after the CUTOVER.
+//
+// Why no write is carried twice or lost: everything the destination committed up to that
+// position came from the forward stream, and is on the source already (the drain saw the
+// barrier of every source shard applied, and nothing commits on the source after its
+// barrier: the fence keeps the role off, the paused routers hold their writes, the
+// resharder writes only barriers), so skipping it carries nothing twice; everything after
+// it is a write the swap lets onto the destination (Cutover swaps only once startBack and
+// the forward stream's halt are done), so the stream back carries it. That is where a slot
+// made inside the CUTOVER after the drain starts too; and the forward stream is halted
+// before the swap, so nothing the stream back applies to the source comes back.
+func (rs *Resharder) startBack(ctx context.Context, b *streamTask) error {
+	n, m := len(b.to.Shards), len(b.from.Shards)
+	token := time.Now().UnixNano()
+	at := make([]string, m)
+	err := each(m, func(i int) error {
+		bk := b.from.Shards[i].Backend
+		if err := rs.exec(ctx, bk, fmt.Sprintf("BEGIN; SET LOCAL synchronous_commit = on; INSERT INTO %s VALUES (%s, %d); COMMIT",
+			syncTable, literal(b.slot+"_start_"+strconv.Itoa(i)), token)); err != nil {
+			return err
+		}
+		p, err := rs.pool(ctx, bk)
+		if err != nil {
+			return err
+		}
+		if err := p.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&at[i]); err != nil {
+			return fmt.Errorf("refrouter: the flushed WAL position of %s: %w", backendName(bk), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return each(n, func(j int) error {
+		var sqls []string
+		for i := range m {
+			sub := b.subName(i, j)
+			sqls = append(sqls, "SELECT pg_replication_origin_advance('pg_' || oid, "+literal(at[i])+"::pg_lsn) FROM pg_subscription WHERE subname = "+literal(sub),
+				"ALTER SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" ENABLE")
+		}
+		return rs.exec(ctx, b.to.Shards[j].Backend, sqls...)
+	})
+}
+
+// advance moves the slots of the stream back b, on each destination shard, to the
+// position its server's WAL is flushed to.
+func (rs *Resharder) advance(ctx context.Context, b *streamTask) error {
+	n, m := len(b.to.Shards), len(b.from.Shards)
+	return each(m, func(i int) error {
+		slots := make([]string, n)
+		for j := range n {
+			slots[j] = literal(b.subName(i, j))
+		}
+		return rs.exec(ctx, b.from.Shards[i].Backend,
+			"SELECT pg_replication_slot_advance(s, pg_current_wal_flush_lsn()) FROM unnest(ARRAY["+strings.Join(slots, ", ")+"]) AS s")
+	})
+}
+
+// keepBackCurrent advances the slots of the stream back prepared for t while t still
+// runs, so that they hold little WAL and the walsender has little to decode when the
+// stream back starts. Before the swap everything on the destination came from the
+// forward stream, so skipping it is what startBack does too.
+func (rs *Resharder) keepBackCurrent(ctx context.Context, t *streamTask) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if t.status != "running" || t.prepared == nil {
+		return nil
+	}
+	select {
+	case <-t.prepared:
+	default:
+		return nil
+	}
+	if t.back == nil {
+		return nil
+	}
+	return rs.advance(ctx, t.back)
+}
+
+// backOf waits for the preparation of t's stream back, if one started, and returns what
+// it made (nil: none).
+func backOf(t *streamTask) *streamTask {
+	if t.prepared == nil {
+		return nil
+	}
+	<-t.prepared
+	return t.back
 }
 
 // Tasks implements adapters.Resharder: every task, as SHOW TASKS lists root tasks.
@@ -381,6 +555,9 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 		}
 		worst = max(worst, *lag)
 	}
+	// At every poll before the pause. Its error is not the poll's: the CUTOVER advances
+	// the slots anyway.
+	_ = rs.keepBackCurrent(ctx, t)
 	return worst, true, nil
 }
 
@@ -446,36 +623,47 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 	}
 	if err := rs.drain(ctx, t); err != nil {
 		t.status = "failed: " + err.Error()
-		return rs.fail("Cutover", err)
+		return rs.fail("Cutover", errors.Join(err, rs.dropPrepared(context.WithoutCancel(ctx), t)))
 	}
 	// The stream back starts where the drain left the new shards: nothing writes there
-	// (the fence keeps the role out, the forward stream has nothing left to apply), so its
-	// publications and slots are made now, before the forward stream is dropped.
-	rev := &streamTask{kind: "replication", status: "running", inner: "replicating", started: time.Now(), synced: true,
-		from: t.to, to: t.from, fromDB: t.fromDB, toDB: t.toDB, pub: t.pub + "_r" + strconv.FormatInt(rs.next, 10),
-		slot: t.slot + "_r" + strconv.FormatInt(rs.next, 10)}
-	err := rs.publish(ctx, rev)
-	if err == nil {
-		err = rs.slots(ctx, rev)
+	// (the fence keeps the role out, the forward stream has nothing left to apply). Made
+	// before the pause, it starts there (startBack); else its publications and slots are
+	// made now, before the forward stream is halted.
+	rev, prepared := backOf(t), true
+	if rev == nil {
+		rev, prepared = rs.backStream(t, "_r"+strconv.FormatInt(rs.next, 10)), false
+		err := rs.publish(ctx, rev)
+		if err == nil {
+			err = rs.slots(ctx, rev)
+		}
+		if err != nil {
+			err = errors.Join(err, rs.dropBack(context.WithoutCancel(ctx), rev))
+			t.status = "failed: " + err.Error()
+			return rs.fail("Cutover", err)
+		}
 	}
-	if err != nil {
-		err = errors.Join(err, rs.dropSlots(context.WithoutCancel(ctx), rev), rs.unstream(context.WithoutCancel(ctx), rev))
-		t.status = "failed: " + err.Error()
-		return rs.fail("Cutover", err)
-	}
-	// The forward stream is dropped while the stream back is subscribed: neither carries
-	// anything now (the drain is done, the fence keeps the role off both layouts), and the
-	// swap, which lets the designated instance write where the stream back reads, comes only
-	// once both are done.
-	var drop, sub error
+	t.back = nil // from here on rev is the new task's, or dropped
+	// The forward stream is halted while the stream back starts: neither carries anything
+	// now (the drain is done, the fence keeps the role off both layouts), and the swap,
+	// which lets the designated instance write where the stream back reads, comes only
+	// once both are done, so nothing the stream back applies to the source is carried
+	// forward again. The forward stream's subscriptions, publications and slots are
+	// dropped after the swap, outside the pause (dropHalted).
+	var drop, start error
 	var wg sync.WaitGroup
-	wg.Go(func() { drop = rs.unstream(ctx, t) })
-	wg.Go(func() { sub = rs.subscribe(ctx, rev, false, false) })
+	wg.Go(func() { drop = rs.halt(ctx, t) })
+	wg.Go(func() {
+		if prepared {
+			start = rs.startBack(ctx, rev)
+		} else {
+			start = rs.subscribe(ctx, rev, false, false, true)
+		}
+	})
 	wg.Wait()
-	if err := errors.Join(drop, sub); err != nil {
+	if err := errors.Join(drop, start); err != nil {
 		t.status = "failed: " + err.Error()
 		undo := context.WithoutCancel(ctx)
-		return rs.fail("Cutover", errors.Join(err, rs.unstream(undo, rev), rs.dropSlots(undo, rev)))
+		return rs.fail("Cutover", errors.Join(err, rs.dropBack(undo, rev), rs.unstream(undo, t)))
 	}
 	if err := rs.router.Swap(t.fromDB, t.toDB); err != nil {
 		t.status = "failed: " + err.Error()
@@ -483,10 +671,115 @@ func (rs *Resharder) Cutover(ctx context.Context, task int64) error {
 	}
 	// Past the swap: the stream back keeps the old shards current.
 	t.status, t.inner = "finished", ""
+	rev.started = time.Now()
 	rev.id = rs.next
 	rs.next++
 	rs.tasks = append(rs.tasks, rev)
+	rs.cleanups.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := rs.dropHalted(ctx, t); err != nil {
+			rs.cleanupMu.Lock()
+			rs.cleanupErr = errors.Join(rs.cleanupErr, err)
+			rs.cleanupMu.Unlock()
+		}
+	})
 	return nil
+}
+
+// cleanupTimeout bounds the drop of a halted stream after its CUTOVER.
+const cleanupTimeout = time.Minute
+
+// halt stops t's subscriptions from applying anything more, on the destination shards
+// alone (a DROP SUBSCRIPTION would also connect to the publisher to drop the slot, and
+// wait for its walsender to let go of it): each is disabled, then its apply worker is
+// ended, until none is left. A disabled subscription's worker would stop by itself only
+// when it next reads its catalog row (up to a second later); one that attaches after the
+// look that found none reads its row after the DISABLE committed, and exits without
+// applying anything (a worker reads whether its subscription is enabled when it starts),
+// and the launcher starts none for a disabled subscription.
+func (rs *Resharder) halt(ctx context.Context, t *streamTask) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	return each(n, func(j int) error {
+		subs := make([]string, m)
+		var sqls []string
+		for i := range m {
+			subs[i] = literal(t.subName(i, j))
+			sqls = append(sqls, "ALTER SUBSCRIPTION "+pgx.Identifier{t.subName(i, j)}.Sanitize()+" DISABLE")
+		}
+		b := t.to.Shards[j].Backend
+		if err := rs.exec(ctx, b, sqls...); err != nil {
+			return err
+		}
+		return rs.untilNone(ctx, b, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_subscription WHERE pid IS NOT NULL AND subname = ANY(ARRAY["+
+			strings.Join(subs, ", ")+"])", 2*time.Millisecond)
+	})
+}
+
+// untilNone runs the counting query q on shard database b every d until it counts none.
+func (rs *Resharder) untilNone(ctx context.Context, b shardmap.Backend, q string, d time.Duration) error {
+	p, err := rs.pool(ctx, b)
+	if err != nil {
+		return err
+	}
+	for {
+		var n int
+		if err := p.QueryRow(ctx, q).Scan(&n); err != nil {
+			return fmt.Errorf("refrouter: on %s: %s: %w", backendName(b), q, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := sleepCtx(ctx, d); err != nil {
+			return fmt.Errorf("refrouter: on %s, %d left: %s: %w", backendName(b), n, q, err)
+		}
+	}
+}
+
+// dropHalted drops what halt left of t: its subscriptions, without their slots (their
+// slot_name set to NONE, so the drop is local), its publications, then its slots on the
+// source shards, each once its walsender has let go of it.
+func (rs *Resharder) dropHalted(ctx context.Context, t *streamTask) error {
+	n, m := len(t.to.Shards), len(t.from.Shards)
+	err := each(n, func(j int) error {
+		var sqls []string
+		for i := range m {
+			sub := pgx.Identifier{t.subName(i, j)}.Sanitize()
+			sqls = append(sqls, "ALTER SUBSCRIPTION "+sub+" SET (slot_name = NONE)", "DROP SUBSCRIPTION "+sub)
+		}
+		return rs.exec(ctx, t.to.Shards[j].Backend, sqls...)
+	})
+	if err != nil {
+		return err
+	}
+	return each(m, func(i int) error {
+		slots := make([]string, n)
+		sqls := make([]string, n)
+		for j := range n {
+			slots[j] = literal(t.subName(i, j))
+			sqls[j] = "DROP PUBLICATION IF EXISTS " + pgx.Identifier{t.pubName(j)}.Sanitize()
+		}
+		b := t.from.Shards[i].Backend
+		if err := rs.exec(ctx, b, sqls...); err != nil {
+			return err
+		}
+		in := "slot_name = ANY(ARRAY[" + strings.Join(slots, ", ") + "])"
+		if err := rs.untilNone(ctx, b, "SELECT count(*) FROM pg_replication_slots WHERE active_pid IS NOT NULL AND "+in, 5*time.Millisecond); err != nil {
+			return err
+		}
+		// Nothing subscribes any more: no walsender takes them again.
+		return rs.exec(ctx, b, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "+in)
+	})
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // StopTask implements adapters.Resharder: a task that is not running is not an error.
@@ -498,13 +791,28 @@ func (rs *Resharder) StopTask(ctx context.Context, task int64) error {
 	defer rs.mu.Unlock()
 	for _, t := range rs.tasks {
 		if t.id == task && t.status == "running" {
-			if err := rs.unstream(ctx, t); err != nil {
+			if err := rs.stop(ctx, t); err != nil {
 				return rs.fail("StopTask", err)
 			}
 			t.status, t.inner = "cancelled", ""
 		}
 	}
 	return nil
+}
+
+// stop drops a running task's stream and the stream back prepared for it.
+func (rs *Resharder) stop(ctx context.Context, t *streamTask) error {
+	return errors.Join(rs.unstream(ctx, t), rs.dropPrepared(ctx, t))
+}
+
+// dropPrepared drops the stream back prepared for t, if any (once its preparation ended).
+func (rs *Resharder) dropPrepared(ctx context.Context, t *streamTask) error {
+	b := backOf(t)
+	if b == nil {
+		return nil
+	}
+	t.back = nil
+	return rs.dropBack(ctx, b)
 }
 
 // Close stops every running task; call it when done with the resharder.
@@ -517,7 +825,12 @@ func (rs *Resharder) Close(ctx context.Context) error {
 			errs = append(errs, rs.unstream(ctx, t))
 			t.status = "cancelled"
 		}
+		errs = append(errs, rs.dropPrepared(ctx, t))
 	}
+	rs.cleanups.Wait()
+	rs.cleanupMu.Lock()
+	errs = append(errs, rs.cleanupErr)
+	rs.cleanupMu.Unlock()
 	rs.poolMu.Lock()
 	for _, p := range rs.pools {
 		p.Close()

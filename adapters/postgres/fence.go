@@ -59,11 +59,17 @@ FROM pg_roles r CROSS JOIN t LEFT JOIN m ON m.setrole = r.oid
 WHERE r.oid = t.oid OR m.c IS NOT NULL
 ORDER BY r.oid <> t.oid, r.rolname`
 
-func (b *Backend) fenceRoles(ctx context.Context, q pgx.Tx, op, role string) ([]fenceRole, error) {
+// querier is a transaction or a connection: the roles are read by one statement, so in
+// one snapshot either way.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (b *Backend) fenceRoles(ctx context.Context, q querier, op, role string) ([]fenceRole, error) {
 	return b.readRoles(ctx, q, op, role, fenceRolesQuery)
 }
 
-func (b *Backend) readRoles(ctx context.Context, q pgx.Tx, op, role, query string) ([]fenceRole, error) {
+func (b *Backend) readRoles(ctx context.Context, q querier, op, role, query string) ([]fenceRole, error) {
 	rows, err := q.Query(ctx, query, role)
 	if err != nil {
 		return nil, err
@@ -169,21 +175,21 @@ func (b *Backend) FenceWrites(ctx context.Context, role string) error {
 	if err != nil {
 		return b.fail(op, err)
 	}
-	err = b.fence(ctx, conn, role)
+	err = b.fence(ctx, conn, role, self.user)
 	if cutShort(ctx, conn, err) {
 		return b.settle(op, self, err)
 	}
 	return err
 }
 
-// fence runs the rounds of FenceWrites on conn.
-func (b *Backend) fence(ctx context.Context, conn *pgxpool.Conn, role string) error {
+// fence runs the rounds of FenceWrites on conn, whose session logged in as self.
+func (b *Backend) fence(ctx context.Context, conn *pgxpool.Conn, role, self string) error {
 	const op = "FenceWrites"
 	for round := 1; ; round++ {
 		var oids []uint32
 		var committed time.Time
 		err := retryConcurrent(ctx, func() (err error) {
-			oids, committed, err = b.takeLogins(ctx, conn.Conn(), role)
+			oids, committed, err = b.takeLogins(ctx, conn.Conn(), role, self)
 			return err
 		})
 		if err != nil {
@@ -203,8 +209,9 @@ func (b *Backend) fence(ctx context.Context, conn *pgxpool.Conn, role string) er
 }
 
 // takeLogins makes role and its members NOLOGIN with their markers, in one transaction, and
-// returns the oids whose sessions must end and when the change committed.
-func (b *Backend) takeLogins(ctx context.Context, conn *pgx.Conn, role string) ([]uint32, time.Time, error) {
+// returns the oids whose sessions must end and when the change committed. self is the
+// role conn's session logged in as.
+func (b *Backend) takeLogins(ctx context.Context, conn *pgx.Conn, role, self string) ([]uint32, time.Time, error) {
 	const op = "FenceWrites"
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -213,10 +220,6 @@ func (b *Backend) takeLogins(ctx context.Context, conn *pgx.Conn, role string) (
 	defer tx.Rollback(context.Background())
 	roles, err := b.fenceRoles(ctx, tx, op, role)
 	if err != nil {
-		return nil, time.Time{}, b.fail(op, err)
-	}
-	var self string
-	if err := tx.QueryRow(ctx, "SELECT session_user::text").Scan(&self); err != nil {
 		return nil, time.Time{}, b.fail(op, err)
 	}
 	for _, r := range roles {
@@ -306,12 +309,7 @@ func (b *Backend) loginsStillOff(ctx context.Context, conn *pgx.Conn, role strin
 	if b.mut&(mutFenceSkipNologin|mutFenceSkipMembers) != 0 {
 		return "", nil
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return "", b.fail(op, err)
-	}
-	defer tx.Rollback(context.Background())
-	roles, err := b.fenceRoles(ctx, tx, op, role)
+	roles, err := b.fenceRoles(ctx, conn, op, role)
 	if err != nil {
 		return "", b.fail(op, err)
 	}

@@ -28,15 +28,17 @@ const SettleTimeout = 10 * time.Second
 // fence state as unknown and read it again before acting on it.
 var ErrUnsettled = errors.New("the call's server session could not be seen to end; its change may still take effect")
 
-// session is the identity of one server backend.
+// session is the identity of one server backend, and the role it logged in as (fixed for
+// the session: FenceWrites reads it here, in the same round trip, not again in each round).
 type session struct {
 	pid   uint32
 	start time.Time
+	user  string
 }
 
 func currentSession(ctx context.Context, conn *pgxpool.Conn) (session, error) {
 	var s session
-	err := conn.QueryRow(ctx, "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()").Scan(&s.pid, &s.start)
+	err := conn.QueryRow(ctx, "SELECT pg_backend_pid(), backend_start, session_user::text FROM pg_stat_activity WHERE pid = pg_backend_pid()").Scan(&s.pid, &s.start, &s.user)
 	return s, err
 }
 
