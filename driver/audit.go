@@ -276,16 +276,22 @@ func ReadAudit(ctx context.Context, store adapters.BlobStore, f AuditFilter) ([]
 // any of its commands is started: in the same store transaction as the step's snapshot when
 // both go to one store that batches (adapters.BlobBatcher: bbolt, memory, a GuardedStore
 // over either), so a step costs one fsync on bbolt, not one for the save and one for the
-// entries in series (nor one per command, as before that); on any other store the two are
-// written at the same time and Run waits for both. A command the step's write did not
-// cover (it failed, or Execute is called outside Run) writes its own entry first, as
-// before; one whose step write the store refused for the lease is not executed (in one
-// transaction with the snapshot, the save is refused with it and the run stops). The
-// result entry is not in the critical path: the reply goes back to the machine at once and
-// the entry, keyed and timed as of the reply, is written beside the next step's snapshot
-// save; Run waits for every such write (Flush) before it returns. A process killed in
-// between may leave a command's exec entry without its result; the machine's snapshot
-// still has the reply.
+// entries in series (nor one per command, as before that); on any other store (etcd's
+// fenced view, the store server) once the snapshot is saved, and Run waits for both. A
+// command the step's write did not cover (it failed, or Execute is called outside Run)
+// writes its own entry first, as before; one whose step write the store refused for the
+// lease is not executed (in one transaction with the snapshot, the save is refused with it
+// and the run stops).
+//
+// The result entry is not in the critical path: the reply goes back to the machine at once
+// and under Run the entry, keyed and timed as of the reply, is written with the snapshot of
+// the step that feeds the reply to the machine (in its transaction, or once it is saved), so
+// the log records a reply only when the machine's saved state holds it. A driver killed
+// before that save leaves the command's exec entry without its result, and the next one,
+// restored from the last saved snapshot, executes it again: the log never shows a command
+// executed again after its result was recorded (TestEtcdLeaderKilledMidCutoverProcesses saw
+// it when the entry was written as the reply came). Outside Run, Execute writes the entry
+// off the command's path; Flush waits for it.
 type Audited[In, Cmd any] struct {
 	Kind, ID string // the machine: its kind and id ("cutover", "default/app")
 	Next     Executor[In, Cmd]
@@ -320,58 +326,80 @@ func auditKey(e AuditEntry) string {
 
 // stepAuditor is an executor that records a step's commands before any of them starts,
 // all at once (Audited): Run asks it for the step's write after the machine's On and makes
-// that write with the step's snapshot save, before it starts the step's commands.
+// that write with the step's snapshot save, before it starts the step's commands. The
+// write also holds the result entries of the replies the step fed (resultAuditor).
 type stepAuditor[Cmd any] interface {
-	prepareStep(cmds []Cmd) (stepWrite, bool)
+	prepareStep(cmds []Cmd, results []*resultWrite) (stepWrite, bool)
 }
 
-// stepWrite is the exec entries of a step's commands, encoded as one blob of the audit
-// log: Run writes it in one transaction with the step's snapshot when both go to one store
-// that batches (put, into store), or else alone (write) at the same time as the save. Run
-// then tells the outcome to done, before it starts any of the step's commands.
+// stepWrite is what the audit log records with a step's snapshot: the exec entries of its
+// commands, encoded as one blob, and the result entries of the replies it fed, each its own
+// blob keyed as of its reply. Run writes them in one transaction with the snapshot when both
+// go to one store that batches (puts, into store), or else once the snapshot is saved
+// (write: the exec entries, which Run waits for; the result entries are written off its
+// path). Run then tells the outcome to done, before it starts any of the step's commands.
 type stepWrite struct {
-	put   adapters.BlobPut
+	puts  []adapters.BlobPut
 	store adapters.BlobStore
 	write func(ctx context.Context) error
 	done  func(err error)
 }
 
-// prepareStep encodes the exec entries of a step's commands as one blob; false when there
-// is nothing to write (no commands, or the lease is not held: Execute then refuses each
-// command and records it).
-func (x *Audited[In, Cmd]) prepareStep(cmds []Cmd) (stepWrite, bool) {
-	if len(cmds) == 0 {
-		return stepWrite{}, false
-	}
-	if x.Valid != nil {
+// prepareStep encodes the exec entries of a step's commands as one blob, beside the result
+// entries of the replies the step fed; false when there is nothing to write (no commands
+// and no results). The exec entries are left out when the lease is not held (Execute then
+// refuses each command and records it); the results go with the snapshot whatever it is.
+func (x *Audited[In, Cmd]) prepareStep(cmds []Cmd, results []*resultWrite) (stepWrite, bool) {
+	if x.Valid != nil && len(cmds) > 0 {
 		if _, ok := x.Valid(); !ok {
-			return stepWrite{}, false
+			cmds = nil
 		}
 	}
-	entries := make([]AuditEntry, len(cmds))
-	keys := make([]string, len(cmds))
-	for i, c := range cmds {
-		entries[i] = x.entry(c)
-		entries[i].Event = AuditExec
-		keys[i] = auditKey(entries[i])
+	var entries []AuditEntry
+	var keys []string
+	var puts []adapters.BlobPut
+	if len(cmds) > 0 {
+		entries = make([]AuditEntry, len(cmds))
+		keys = make([]string, len(cmds))
+		for i, c := range cmds {
+			entries[i] = x.entry(c)
+			entries[i].Event = AuditExec
+			keys[i] = auditKey(entries[i])
+		}
+		put, err := x.Audit.encodeBatch(entries, time.Now())
+		if err != nil {
+			_ = x.Audit.failed(entries, put.Key, err)
+			entries, keys = nil, nil // each command writes its own entry before it runs
+		} else {
+			puts = append(puts, put)
+		}
 	}
-	put, err := x.Audit.encodeBatch(entries, time.Now())
-	if err != nil {
-		_ = x.Audit.failed(entries, put.Key, err)
-		return stepWrite{}, false // each command writes its own entry before it runs
+	for _, rw := range results {
+		puts = append(puts, rw.put)
 	}
-	return stepWrite{put: put, store: x.Audit.store,
+	if len(puts) == 0 {
+		return stepWrite{}, false
+	}
+	return stepWrite{puts: puts, store: x.Audit.store,
 		write: func(ctx context.Context) error {
-			return x.timed(entries, func() error { return x.Audit.putBatch(ctx, entries, put) })
+			x.writeResults(ctx, results)
+			if len(entries) == 0 {
+				return nil
+			}
+			return x.timed(entries, func() error { return x.Audit.putBatch(ctx, entries, puts[0]) })
 		},
-		done: func(err error) { x.stepWritten(keys, err) },
+		done: func(err error) {
+			if len(keys) > 0 {
+				x.stepWritten(keys, err)
+			}
+		},
 	}, true
 }
 
 // auditStep writes the exec entries of a step's commands in one store write, alone (the
 // tests' way: Run writes them with the step's snapshot).
 func (x *Audited[In, Cmd]) auditStep(ctx context.Context, cmds []Cmd) {
-	if sw, ok := x.prepareStep(cmds); ok {
+	if sw, ok := x.prepareStep(cmds, nil); ok {
 		sw.done(sw.write(ctx))
 	}
 }
@@ -455,8 +483,48 @@ func (x *Audited[In, Cmd]) append(ctx context.Context, e AuditEntry, now time.Ti
 	return x.write(ctx, []AuditEntry{e}, now)
 }
 
-// Execute implements Executor.
+// Execute implements Executor. The result entry is written off the command's path, as of
+// the reply (Flush waits for it).
 func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
+	in, reply, rw := x.executeDeferred(ctx, c)
+	if rw != nil {
+		x.writeResults(ctx, []*resultWrite{rw})
+	}
+	return in, reply
+}
+
+// resultWrite is the result entry of a reply, encoded as of the reply: Run writes it with
+// the snapshot of the step that feeds the reply (stepWrite).
+type resultWrite struct {
+	put   adapters.BlobPut
+	entry AuditEntry
+}
+
+// resultAuditor is an executor that leaves the write of a reply's result entry to Run
+// (Audited): Run carries the entry with the reply and writes it with the snapshot of the
+// step that feeds the reply.
+type resultAuditor[In, Cmd any] interface {
+	executeDeferred(ctx context.Context, c Cmd) (In, bool, *resultWrite)
+}
+
+// writeResults writes the result entries rws off the caller's path, each its own blob
+// keyed as of its reply; Flush waits for them.
+func (x *Audited[In, Cmd]) writeResults(ctx context.Context, rws []*resultWrite) {
+	ctx = context.WithoutCancel(ctx)
+	for _, rw := range rws {
+		x.pending.Add(1)
+		go func() {
+			defer x.pending.Done()
+			entries := []AuditEntry{rw.entry}
+			_ = x.timed(entries, func() error { return x.Audit.putBatch(ctx, entries, rw.put) })
+		}()
+	}
+}
+
+// executeDeferred is Execute but for the result entry of a reply, which it returns encoded
+// as of the reply for the caller to write (nil when there was no reply: a report entry is
+// written here, off the command's path, as there is no step to write it with).
+func (x *Audited[In, Cmd]) executeDeferred(ctx context.Context, c Cmd) (In, bool, *resultWrite) {
 	base := x.entry(c)
 	if x.Valid != nil {
 		if tok, ok := x.Valid(); !ok {
@@ -466,7 +534,7 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 			x.Audit.log.Warn("command refused: the lease is not held", "machine", x.Kind, "id", x.ID, "cmd", base.What, "tenure", tok)
 			var zero In
 			<-ctx.Done()
-			return zero, false
+			return zero, false, nil
 		}
 	}
 	e := base
@@ -486,30 +554,37 @@ func (x *Audited[In, Cmd]) Execute(ctx context.Context, c Cmd) (In, bool) {
 		x.Audit.log.Warn("command refused: the store refused its exec entry for the lease", "machine", x.Kind, "id", x.ID, "cmd", base.What, "err", err)
 		var zero In
 		<-ctx.Done()
-		return zero, false
+		return zero, false, nil
 	}
 	t0 := time.Now()
 	in, reply := x.Next.Execute(ctx, c)
 	end := time.Now()
 	e = base
 	e.DurationMS, e.DurationUS = end.Sub(t0).Milliseconds(), end.Sub(t0).Microseconds()
+	var rw *resultWrite
 	if reply {
 		e.Event, e.Result = AuditResult, resultOf(in)
 		if x.Detail != nil {
 			e.Detail = x.Detail(in)
 		}
+		entries := []AuditEntry{e}
+		if put, err := x.Audit.encodeBatch(entries, end); err != nil {
+			_ = x.Audit.failed(entries, put.Key, err)
+		} else {
+			rw = &resultWrite{put: put, entry: entries[0]}
+		}
 	} else {
 		e.Event, e.Result = AuditReport, "ok"
+		x.pending.Add(1)
+		go func() {
+			defer x.pending.Done()
+			_ = x.append(context.WithoutCancel(ctx), e, end)
+		}()
 	}
-	x.pending.Add(1)
-	go func() {
-		defer x.pending.Done()
-		_ = x.append(context.WithoutCancel(ctx), e, end)
-	}()
 	if x.OnResult != nil {
 		x.OnResult(c, in, e)
 	}
-	return in, reply
+	return in, reply, rw
 }
 
 func describe(c any) string {

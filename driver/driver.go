@@ -220,12 +220,16 @@ type run[In, Cmd, Snap any] struct {
 	draining bool
 	// feeds are the SpanFeeds of the replies collected for the next step.
 	feeds []Span
+	// fedResults are the result entries of the replies collected for the next step, which
+	// its snapshot's write records (Audited).
+	fedResults []*resultWrite
 }
 
 type result[In any] struct {
 	in    In
 	reply bool
-	feed  Span // the reply's SpanFeed, its End set when a step feeds it
+	feed  Span         // the reply's SpanFeed, its End set when a step feeds it
+	audit *resultWrite // the reply's result entry, for the step that feeds it to write
 }
 
 type timer struct {
@@ -290,17 +294,19 @@ func (r *run[In, Cmd, Snap]) step(ctx context.Context, inputs []In) error {
 	}
 	var sw stepWrite
 	audit := false
-	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok && !r.draining {
+	if sa, ok := any(r.kind.Exec).(stepAuditor[Cmd]); ok {
 		// The step's exec entries, in one write with its snapshot, before any of its
-		// commands starts (Audited).
+		// commands starts, and the result entries of the replies it fed (Audited). A
+		// draining run starts nothing: its commands get no exec entry.
 		var execs []Cmd
 		for _, c := range cmds {
-			if !isTimer(c) {
+			if !isTimer(c) && !r.draining {
 				execs = append(execs, c)
 			}
 		}
-		sw, audit = sa.prepareStep(execs)
+		sw, audit = sa.prepareStep(execs, r.fedResults)
 	}
+	r.fedResults = r.fedResults[:0]
 	if err := r.saveStep(ctx, sw, audit, len(cmds), t0); err != nil {
 		return err
 	}
@@ -343,21 +349,23 @@ func (r *run[In, Cmd, Snap]) saveStep(ctx context.Context, sw stepWrite, audit b
 		return err
 	}
 	if audit && sameStore(r.cfg.Store, sw.store) {
-		vs, err := adapters.PutBlobs(ctx, r.cfg.Store, []adapters.BlobPut{{Key: r.key, Expect: r.version, Data: data}, sw.put})
+		puts := append([]adapters.BlobPut{{Key: r.key, Expect: r.version, Data: data}}, sw.puts...)
+		vs, err := adapters.PutBlobs(ctx, r.cfg.Store, puts)
 		if !errors.Is(err, errors.ErrUnsupported) {
 			sw.done(err)
 			if err != nil {
 				return r.saveError(err)
 			}
 			r.version = vs[0]
-			span("snapshot and exec entries")
+			span("snapshot and audit entries")
 			return nil
 		}
 	}
 	// Two stores (etcd's fenced view, the store server): the snapshot first, then the step's
-	// exec entries, as before the batch. Written at once, an exec entry could land for a step
-	// whose snapshot a SIGKILL stopped, and the audit would show the standby executing again a
-	// step whose result it had recorded (TestEtcdLeaderKilledMidCutoverProcesses saw it).
+	// exec and result entries, as before the batch. Written at once, an entry could land for a
+	// step whose snapshot a SIGKILL stopped, and the audit would show the standby executing
+	// again a step whose result it had recorded (TestEtcdLeaderKilledMidCutoverProcesses saw
+	// it).
 	v, err := r.cfg.Store.PutBlob(ctx, r.key, r.version, data)
 	if err != nil {
 		if audit {
@@ -453,24 +461,35 @@ func (r *run[In, Cmd, Snap]) orderedWorker(ctx context.Context) {
 func (r *run[In, Cmd, Snap]) execute(ctx context.Context, c Cmd) result[In] {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	if r.cfg.Timeline == nil {
+	exec := func() result[In] {
+		if ra, ok := any(r.kind.Exec).(resultAuditor[In, Cmd]); ok {
+			in, reply, rw := ra.executeDeferred(ctx, c)
+			return result[In]{in: in, reply: reply, audit: rw}
+		}
 		in, reply := r.kind.Exec.Execute(ctx, c)
 		return result[In]{in: in, reply: reply}
 	}
+	if r.cfg.Timeline == nil {
+		return exec()
+	}
 	s := Span{Kind: SpanExec, What: describe(c), Target: target(c), Start: time.Now()}
 	s.Step, _ = stepOf(c)
-	in, reply := r.kind.Exec.Execute(ctx, c)
+	res := exec()
 	s.End = time.Now()
 	s.Result = "ok"
-	if reply {
-		s.Result = resultOf(in)
+	if res.reply {
+		s.Result = resultOf(res.in)
 	}
 	r.cfg.Timeline.Add(s)
-	return result[In]{in: in, reply: reply, feed: Span{Kind: SpanFeed, Step: s.Step, What: s.What, Target: s.Target, Start: s.End}}
+	res.feed = Span{Kind: SpanFeed, Step: s.Step, What: s.What, Target: s.Target, Start: s.End}
+	return res
 }
 
 func (r *run[In, Cmd, Snap]) collect(queue []In, res result[In]) []In {
 	r.inflight--
+	if res.audit != nil {
+		r.fedResults = append(r.fedResults, res.audit)
+	}
 	if res.reply {
 		queue = append(queue, res.in)
 		if r.cfg.Timeline != nil {

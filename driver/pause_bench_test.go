@@ -37,8 +37,10 @@ var pauseStores = []string{"none", "bolt", "bolt-two-writes"}
 // (x-floor), the median time the window spent in store writes (write-median-ms), the store
 // writes inside the window per pause (writes/pause) and, of the snapshot saves, those of
 // steps that issued no command (no-cmd-saves/pause: a reply fed, nothing sent), the result
-// and report entries whose write began inside the window (result-writes/pause: each its own
-// transaction, written beside the step's path, not counted in writes/pause); and the
+// and report entries written alone whose write began inside the window (result-writes/pause:
+// each its own transaction, beside the step's path, not counted in writes/pause; on one
+// store that batches a result entry is in the transaction of the snapshot that feeds its
+// reply, so only report entries and two-write stores count); and the
 // median window of two writes per step over one (x-two-over-one).
 func BenchmarkCutoverPauseDriver(b *testing.B) {
 	windows := map[string][]time.Duration{}

@@ -106,7 +106,7 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 	require.GreaterOrEqual(t, rep.Costs.Save, 9*saveDelay)
 	var stepWrites, cmds int
 	for _, sp := range spansOf(tl, driver.SpanSave) {
-		if sp.What == "snapshot and exec entries" && !sp.Start.Before(rep.Start) && sp.Start.Before(rep.Start.Add(rep.Window)) {
+		if sp.What == "snapshot and audit entries" && !sp.Start.Before(rep.Start) && sp.Start.Before(rep.Start.Add(rep.Window)) {
 			stepWrites++
 		}
 	}
@@ -118,19 +118,20 @@ func TestCutoverPauseBreakdown(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, stepWrites, len(rep.Steps)-1, "every step in the window wrote its exec entries with its snapshot (the first before the window opened)")
 	require.Less(t, stepWrites, cmds, "one exec write per step, not one per command")
-	// Every command's result entry was written too (off its path), before Run returned.
+	// Every command's result entry was written too (with the snapshot of the step that fed
+	// its reply, or off its path for a report), before Run returned.
+	entries, err := driver.ReadAudit(ctx, blobs, driver.AuditFilter{})
+	require.NoError(t, err)
 	execs, results := map[string]bool{}, map[string]bool{}
-	for _, sp := range tl.Spans() {
-		switch {
-		case sp.Kind == driver.SpanExec:
-			execs[sp.Step] = true
-		case sp.Kind == driver.SpanAudit && sp.Result == "ok" && (strings.HasPrefix(sp.What, driver.AuditResult+" ") || strings.HasPrefix(sp.What, driver.AuditReport+" ")):
-			results[sp.Step] = true
+	for _, sp := range spansOf(tl, driver.SpanExec) {
+		execs[sp.Step] = true
+	}
+	for _, e := range entries {
+		if e.Event == driver.AuditResult || e.Event == driver.AuditReport {
+			results[e.Step] = true
 		}
 	}
 	require.Equal(t, execs, results, "a result (or report) entry for every command executed")
-	entries, err := driver.ReadAudit(ctx, blobs, driver.AuditFilter{})
-	require.NoError(t, err)
 	require.Len(t, entries, 2*len(spansOf(tl, driver.SpanExec)), "an exec and a result entry per command, all written when Run returned")
 	require.Less(t, fence.Busy, fence.Wall, "the fence step's audit writes and save are not counted as the fence's")
 	t.Log(rep)

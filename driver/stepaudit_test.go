@@ -353,6 +353,34 @@ type dyingSnapshots struct {
 }
 
 func (s *dyingSnapshots) PutBlob(ctx context.Context, key string, expect uint64, data []byte) (uint64, error) {
+	if key != driver.SnapshotKey("cutover", "ns/app") {
+		return s.Store.PutBlob(ctx, key, expect, data) // an audit entry (one store for both)
+	}
+	if err := s.dies(ctx, data); err != nil {
+		return 0, err
+	}
+	v, err := s.Store.PutBlob(ctx, key, expect, data)
+	s.landed(data, err)
+	return v, err
+}
+
+// PutBlobs is the transaction of a step's snapshot and its audit entries, when the audit
+// log is in this store too: it dies as a lone save does, and nothing of it lands.
+func (s *dyingSnapshots) PutBlobs(ctx context.Context, puts []adapters.BlobPut) ([]uint64, error) {
+	if puts[0].Key != driver.SnapshotKey("cutover", "ns/app") {
+		return s.Store.PutBlobs(ctx, puts)
+	}
+	if err := s.dies(ctx, puts[0].Data); err != nil {
+		return nil, err
+	}
+	vs, err := s.Store.PutBlobs(ctx, puts)
+	s.landed(puts[0].Data, err)
+	return vs, err
+}
+
+// dies counts a save of snapshot data and, at the numbered one, fails it or blocks it until
+// the run is stopped.
+func (s *dyingSnapshots) dies(ctx context.Context, data []byte) error {
 	s.mu.Lock()
 	s.n++
 	dies := s.n == s.at
@@ -361,20 +389,23 @@ func (s *dyingSnapshots) PutBlob(ctx context.Context, key string, expect uint64,
 	}
 	s.mu.Unlock()
 	if !dies {
-		v, err := s.Store.PutBlob(ctx, key, expect, data)
-		if err == nil {
-			s.mu.Lock()
-			s.saved = append(s.saved, data)
-			s.mu.Unlock()
-		}
-		return v, err
+		return nil
 	}
 	if !s.kill {
-		return 0, errors.New("store: the save did not land")
+		return errors.New("store: the save did not land")
 	}
 	s.cancel()
 	<-ctx.Done()
-	return 0, ctx.Err()
+	return ctx.Err()
+}
+
+// landed keeps data if its save did not fail.
+func (s *dyingSnapshots) landed(data []byte, err error) {
+	if err == nil {
+		s.mu.Lock()
+		s.saved = append(s.saved, data)
+		s.mu.Unlock()
+	}
 }
 
 // opSteps is the steps of the ops a snapshot's JSON holds.
@@ -434,5 +465,78 @@ func TestTwoStoresNoExecEntryWithoutItsSnapshot(t *testing.T) {
 			}
 			require.Greater(t, newOps, 5, "failed saves of steps that issued commands")
 		})
+	}
+}
+
+// TestNoResultEntryBeforeTheSnapshotThatHoldsIt: a reply's result entry is recorded with
+// the snapshot of the step that feeds the reply to the machine, so the log never shows a
+// command executed again after its result. A driver's save fails (or the driver is killed
+// while it is in flight) at each save of a cutover in turn; a standby restored from the
+// last saved snapshot, under the next tenure, runs the cutover to its end on the same
+// world; in the log, no command (step, attempt, target) has an exec entry after its result
+// entry. With the snapshot and the audit log in one store that batches (one transaction)
+// and in two (the snapshot first). Written as the reply came (as Audited did before), the
+// result entry of a reply fed by the save that did not land was in the log and the standby
+// executed its command again: this test fails on it at the first save with a reply, and
+// TestEtcdLeaderKilledMidCutoverProcesses saw it in CI.
+func TestNoResultEntryBeforeTheSnapshotThatHoldsIt(t *testing.T) {
+	for _, stores := range []string{"one", "two"} {
+		for _, kill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stores=%s/kill=%v", stores, kill), func(t *testing.T) {
+				again := 0
+				for at := 2; at <= 12; at++ {
+					s := newCutoverSetup(t)
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					snaps := &dyingSnapshots{Store: memstore.New(), at: at, kill: kill, cancel: cancel}
+					var auditStore adapters.BlobStore = snaps
+					if stores == "two" {
+						auditStore = memstore.New()
+					}
+					audited := func(epoch uint64) *driver.Audited[cutover.Input, cutover.Command] {
+						tok := driver.Token{Holder: fmt.Sprintf("c%d", epoch), Epoch: epoch}
+						return &driver.Audited[cutover.Input, cutover.Command]{Kind: "cutover", ID: "ns/app", Next: s.exec,
+							Audit: driver.NewAudit(auditStore, func() driver.Token { return tok }, quiet)}
+					}
+					err := driver.Run(ctx, driver.Cutover(audited(1)),
+						driver.Config[cutover.Input]{ID: "ns/app", Store: snaps, Logger: quiet, Trace: machine.Discard}, cutover.Input(s.start))
+					cancel()
+					require.Error(t, err, "save %d did not land: the run stops", at)
+					require.NotNil(t, snaps.failed, "the cutover reached save %d", at)
+
+					// The standby: from the last saved snapshot, to the end.
+					snaps.at = -1
+					ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+					require.NoError(t, driver.Run(ctx, driver.Cutover(audited(2)),
+						driver.Config[cutover.Input]{ID: "ns/app", Store: snaps, Logger: quiet, Trace: machine.Discard}))
+					cancel()
+					select {
+					case d := <-s.done:
+						require.Equal(t, cutover.Finalized, d.Outcome, d.Reason)
+					default:
+						t.Fatalf("save %d: the standby's run ended without an outcome", at)
+					}
+
+					entries, err := driver.ReadAudit(context.Background(), auditStore, driver.AuditFilter{Machine: "cutover"})
+					require.NoError(t, err)
+					resulted := map[string]uint64{}
+					for _, e := range entries {
+						k := fmt.Sprintf("%s#%d/%s/%s", e.Step, e.Attempt, e.Target, e.What)
+						switch e.Event {
+						case driver.AuditResult:
+							resulted[k] = e.Epoch
+						case driver.AuditExec:
+							if ep, ok := resulted[k]; ok {
+								require.Failf(t, "executed again after its result was recorded",
+									"save %d did not land: %s has a result entry of tenure %d, then tenure %d executed it again", at, k, ep, e.Epoch)
+							}
+							if e.Epoch == 2 {
+								again++
+							}
+						}
+					}
+				}
+				require.Positive(t, again, "the standby executed nothing: the check above would pass vacuously")
+			})
+		}
 	}
 }
