@@ -55,6 +55,54 @@ enabled = false
 	return path
 }
 
+// vreshardRig is where each real Vitess cutover test starts: a keyspace of one shard 0 with
+// the writer's schema and rows, the target shards -80 and 80- made before vtgate starts (see
+// TestRealReshard in adapters/vtctld), vtgate serving it, and a store server holding the
+// record of the keyspace as default/app.
+type vreshardRig struct {
+	c        *vitesstest.Cluster
+	ks       string
+	src      *vitesstest.Tablet
+	tgt      []*vitesstest.Tablet
+	g        *vitesstest.Gate
+	db       *sql.DB
+	w        *vitesstest.Writer
+	dir, url string
+	st       testStore
+	ref      adapters.DBRef
+}
+
+// newVReshardRig makes the rig of keyspace name<n>, preloaded with rows through the writer.
+func newVReshardRig(ctx context.Context, t *testing.T, name string, rows int) *vreshardRig {
+	r := &vreshardRig{c: vitessCluster.Get(t), ks: name + strconv.Itoa(int(vreshardRuns.Add(1))),
+		ref: adapters.DBRef{Namespace: "default", Database: "app"}}
+	setTestTokens(t)
+	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
+	r.c.CreateKeyspace(t, r.ks)
+	r.src = r.c.AddShards(t, r.ks, "0")[0]
+	r.c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, r.ks)
+	r.c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, r.ks)
+	r.tgt = r.c.AddShards(t, r.ks, "-80", "80-")
+	r.g = r.c.StartVtgate(t, r.ks)
+	t.Setenv("LOAM_TEST_VTGATE_PW", r.g.Password)
+	var err error
+	r.db, err = sql.Open("mysql", r.g.DSN(r.ks))
+	require.NoError(t, err)
+	t.Cleanup(func() { r.db.Close() })
+	r.w = vitesstest.NewWriter(r.db)
+	require.NoError(t, r.w.Preload(ctx, rows))
+
+	r.dir = t.TempDir()
+	_, r.url = startStore(t, r.dir)
+	r.st = openURL(t, r.url)
+	t.Cleanup(func() { r.st.Close() })
+	rec, err := oneShardRecord(r.ks, r.src)
+	require.NoError(t, err)
+	_, err = r.st.CAS(ctx, r.ref, 0, rec)
+	require.NoError(t, err)
+	return r
+}
+
 // TestRealVitessCutoverUnderServe: the Vitess cutover driven by `loamrouter serve`, every
 // part a process of its own. Two daemons (leader and standby) share a store server; a real
 // Vitess keyspace of one shard 0, with rows, is resharded into -80 and 80- through `cutover
@@ -66,37 +114,11 @@ enabled = false
 // the record locates there, and no acknowledged write is lost; `locate` names the shard whose
 // MySQL holds each row (checked on a sample of the real rows).
 func TestRealVitessCutoverUnderServe(t *testing.T) {
-	c := vitessCluster.Get(t)
-	setTestTokens(t)
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	ks := "serve" + strconv.Itoa(int(vreshardRuns.Add(1)))
-	c.CreateKeyspace(t, ks)
-	src := c.AddShards(t, ks, "0")[0]
-	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
-	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
-	// The target shards exist before vtgate starts (see TestRealReshard in adapters/vtctld).
-	tgt := c.AddShards(t, ks, "-80", "80-")
-	g := c.StartVtgate(t, ks)
-	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
-	db, err := sql.Open("mysql", g.DSN(ks))
-	require.NoError(t, err)
-	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	w := vitesstest.NewWriter(db)
 	const preload = 2000
-	require.NoError(t, w.Preload(ctx, preload))
-
-	// The store, the record of keyspace ks (one shard 0), and the two daemons.
-	dir := t.TempDir()
-	_, url := startStore(t, dir)
-	st := openURL(t, url)
-	defer st.Close()
-	rec, err := oneShardRecord(ks, src)
-	require.NoError(t, err)
-	ref := adapters.DBRef{Namespace: "default", Database: "app"}
-	_, err = st.CAS(ctx, ref, 0, rec)
-	require.NoError(t, err)
+	r := newVReshardRig(ctx, t, "serve", preload)
+	c, ks, g, tgt, w, dir, url, st, ref := r.c, r.ks, r.g, r.tgt, r.w, r.dir, r.url, r.st, r.ref
 
 	procs, listen, confs := map[string]*proc{}, map[string]string{}, map[string]string{}
 	for _, id := range []string{"a", "b"} {
@@ -247,34 +269,11 @@ func TestRealVitessCutoverUnderServe(t *testing.T) {
 // source shard 0 again, no target; vtgate serves every row from it; `cutover status` says it
 // cancelled.
 func TestRealVitessCutoverRollback(t *testing.T) {
-	c := vitessCluster.Get(t)
-	setTestTokens(t)
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	ks := "back" + strconv.Itoa(int(vreshardRuns.Add(1)))
-	c.CreateKeyspace(t, ks)
-	src := c.AddShards(t, ks, "0")[0]
-	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
-	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
-	c.AddShards(t, ks, "-80", "80-")
-	g := c.StartVtgate(t, ks)
-	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
-	db, err := sql.Open("mysql", g.DSN(ks))
-	require.NoError(t, err)
-	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const rows = 300
-	require.NoError(t, vitesstest.NewWriter(db).Preload(ctx, rows))
-
-	dir := t.TempDir()
-	_, url := startStore(t, dir)
-	st := openURL(t, url)
-	defer st.Close()
-	rec, err := oneShardRecord(ks, src)
-	require.NoError(t, err)
-	ref := adapters.DBRef{Namespace: "default", Database: "app"}
-	_, err = st.CAS(ctx, ref, 0, rec)
-	require.NoError(t, err)
+	r := newVReshardRig(ctx, t, "back", rows)
+	c, ks, src, g, db, dir, url, st, ref := r.c, r.ks, r.src, r.g, r.db, r.dir, r.url, r.st, r.ref
 	listen := freePort(t)
 	conf := vitessReshardConfig(t, dir, "a", listen, url, c, g)
 
@@ -319,34 +318,10 @@ func TestRealVitessCutoverRollback(t *testing.T) {
 // the target shards during the hold included (the reverse stream carried them back), each
 // exactly once; lost 0.
 func TestRealVitessCutoverReverseInHold(t *testing.T) {
-	c := vitessCluster.Get(t)
-	setTestTokens(t)
-	t.Setenv("LOAM_TEST_APP_PW", "app-pw")
-	ks := "hold" + strconv.Itoa(int(vreshardRuns.Add(1)))
-	c.CreateKeyspace(t, ks)
-	src := c.AddShards(t, ks, "0")[0]
-	c.MustVtctldclient(t, "ApplySchema", "--sql", vitesstest.WriterSchema, ks)
-	c.MustVtctldclient(t, "ApplyVSchema", "--vschema", vitesstest.WriterVSchema, ks)
-	c.AddShards(t, ks, "-80", "80-")
-	g := c.StartVtgate(t, ks)
-	t.Setenv("LOAM_TEST_VTGATE_PW", g.Password)
-	db, err := sql.Open("mysql", g.DSN(ks))
-	require.NoError(t, err)
-	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	w := vitesstest.NewWriter(db)
-	require.NoError(t, w.Preload(ctx, 300))
-
-	dir := t.TempDir()
-	_, url := startStore(t, dir)
-	st := openURL(t, url)
-	defer st.Close()
-	rec, err := oneShardRecord(ks, src)
-	require.NoError(t, err)
-	ref := adapters.DBRef{Namespace: "default", Database: "app"}
-	_, err = st.CAS(ctx, ref, 0, rec)
-	require.NoError(t, err)
+	r := newVReshardRig(ctx, t, "hold", 300)
+	c, ks, src, g, w, dir, url, st, ref := r.c, r.ks, r.src, r.g, r.w, r.dir, r.url, r.st, r.ref
 	conf := vitessReshardConfig(t, dir, "a", freePort(t), url, c, g)
 	d := start(t, dir, "ctl-a", "serve", "--config", conf, "--log-level", "debug")
 	w.Start(ctx, 1)
