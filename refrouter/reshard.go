@@ -430,8 +430,7 @@ func (rs *Resharder) startBack(ctx context.Context, b *streamTask) error {
 	at := make([]string, m)
 	err := each(m, func(i int) error {
 		bk := b.from.Shards[i].Backend
-		if err := rs.exec(ctx, bk, fmt.Sprintf("BEGIN; SET LOCAL synchronous_commit = on; INSERT INTO %s VALUES (%s, %d); COMMIT",
-			syncTable, literal(b.slot+"_start_"+strconv.Itoa(i)), token)); err != nil {
+		if err := rs.exec(ctx, bk, barrierSQL(b.slot+"_start_"+strconv.Itoa(i), token, true)); err != nil {
 			return err
 		}
 		p, err := rs.pool(ctx, bk)
@@ -561,16 +560,33 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 	return worst, true, nil
 }
 
+// barrierSQL inserts the barrier row (origin, token) into syncTable, committed with
+// synchronous_commit on when flush is set (the WAL is then flushed up to the commit before it
+// returns), else with the server's setting.
+func barrierSQL(origin string, token int64, flush bool) string {
+	insert := fmt.Sprintf("INSERT INTO %s VALUES (%s, %d)", syncTable, literal(origin), token)
+	if !flush {
+		return insert
+	}
+	return "BEGIN; SET LOCAL synchronous_commit = on; " + insert + "; COMMIT"
+}
+
 // drainTimeout bounds Cutover's wait for the barrier rows.
 const drainTimeout = 30 * time.Second
 
 // drain writes a barrier row on every source shard of t and waits until every destination
 // shard has applied all of them: everything committed on a source before its barrier is then
 // there, since a subscription applies its publisher's transactions in commit order.
+//
+// Each barrier commits with synchronous_commit on, whatever the server's setting: a walsender
+// decodes only WAL that is flushed, and a commit made with synchronous_commit off is flushed
+// by the WAL writer, up to wal_writer_delay (200ms by default) later when nothing else
+// writes, which is the case inside the pause. The flush also carries every commit before the
+// barrier. BenchmarkBarrierVisible measures both ways in one run.
 func (rs *Resharder) drain(ctx context.Context, t *streamTask) error {
 	token := time.Now().UnixNano()
 	err := each(len(t.from.Shards), func(i int) error {
-		return rs.exec(ctx, t.from.Shards[i].Backend, fmt.Sprintf("INSERT INTO %s VALUES (%s, %d)", syncTable, literal(t.slot+"_"+strconv.Itoa(i)), token))
+		return rs.exec(ctx, t.from.Shards[i].Backend, barrierSQL(t.slot+"_"+strconv.Itoa(i), token, true))
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,4 @@
+package refrouter
+
+// BarrierSQL exposes barrierSQL to BenchmarkBarrierVisible.
+var BarrierSQL = barrierSQL
