@@ -174,6 +174,10 @@ func (rs *Resharder) pool(ctx context.Context, b shardmap.Backend) (*pgxpool.Poo
 		return nil, fmt.Errorf("refrouter: the connection string of %s: %w", backendName(b), err)
 	}
 	cfg.MaxConns = 8
+	// Inside the pause the CUTOVER works on a shard database over two connections at once
+	// (the forward stream's halt and the stream back's start): kept open, no connection is
+	// set up while writes wait.
+	cfg.MinConns = 2
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("refrouter: connecting to %s: %w", backendName(b), err)
@@ -197,6 +201,31 @@ func (rs *Resharder) exec(ctx context.Context, b shardmap.Backend, sqls ...strin
 		}
 	}
 	return nil
+}
+
+// batch runs statements on one shard database as the superuser in one round trip: one
+// simple-protocol query, so one implicit transaction (all or none; no statement that
+// refuses a transaction block), and returns the rows of the last statement as text. The
+// CUTOVER uses it inside the pause, where every round trip is paid by every paused write.
+func (rs *Resharder) batch(ctx context.Context, b shardmap.Backend, sqls ...string) ([][][]byte, error) {
+	p, err := rs.pool(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("refrouter: connecting to %s: %w", backendName(b), err)
+	}
+	defer conn.Release()
+	q := strings.Join(sqls, "; ")
+	res, err := conn.Conn().PgConn().Exec(ctx, q).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("refrouter: on %s: %s: %w", backendName(b), q, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return res[len(res)-1].Rows, nil
 }
 
 // literal quotes s as an SQL string constant (standard_conforming_strings is on, as it is
@@ -430,16 +459,14 @@ func (rs *Resharder) startBack(ctx context.Context, b *streamTask) error {
 	at := make([]string, m)
 	err := each(m, func(i int) error {
 		bk := b.from.Shards[i].Backend
-		if err := rs.exec(ctx, bk, barrierSQL(b.slot+"_start_"+strconv.Itoa(i), token, true)); err != nil {
-			return err
-		}
-		p, err := rs.pool(ctx, bk)
+		rows, err := rs.batch(ctx, bk, barrierSQL(b.slot+"_start_"+strconv.Itoa(i), token, true), "SELECT pg_current_wal_flush_lsn()::text")
 		if err != nil {
 			return err
 		}
-		if err := p.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&at[i]); err != nil {
-			return fmt.Errorf("refrouter: the flushed WAL position of %s: %w", backendName(bk), err)
+		if len(rows) != 1 || len(rows[0]) != 1 {
+			return fmt.Errorf("refrouter: the flushed WAL position of %s: %d rows", backendName(bk), len(rows))
 		}
+		at[i] = string(rows[0][0])
 		return nil
 	})
 	if err != nil {
@@ -452,7 +479,8 @@ func (rs *Resharder) startBack(ctx context.Context, b *streamTask) error {
 			sqls = append(sqls, "SELECT pg_replication_origin_advance('pg_' || oid, "+literal(at[i])+"::pg_lsn) FROM pg_subscription WHERE subname = "+literal(sub),
 				"ALTER SUBSCRIPTION "+pgx.Identifier{sub}.Sanitize()+" ENABLE")
 		}
-		return rs.exec(ctx, b.to.Shards[j].Backend, sqls...)
+		_, err := rs.batch(ctx, b.to.Shards[j].Backend, sqls...)
+		return err
 	})
 }
 
@@ -724,7 +752,7 @@ func (rs *Resharder) halt(ctx context.Context, t *streamTask) error {
 			sqls = append(sqls, "ALTER SUBSCRIPTION "+pgx.Identifier{t.subName(i, j)}.Sanitize()+" DISABLE")
 		}
 		b := t.to.Shards[j].Backend
-		if err := rs.exec(ctx, b, sqls...); err != nil {
+		if _, err := rs.batch(ctx, b, sqls...); err != nil {
 			return err
 		}
 		return rs.untilNone(ctx, b, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_subscription WHERE pid IS NOT NULL AND subname = ANY(ARRAY["+
