@@ -204,6 +204,43 @@ func TestRealFenceRefusesRouter(t *testing.T) {
 	t.Logf("fence errors by SQLSTATE: %v", codes)
 }
 
+// TestRealResumeStartsOnNewSessions: a fence raised and lowered while an instance is paused
+// (a rolled-back cutover) is not seen by the statements the pause held, even when a session
+// was opened during the pause (by a statement routed before it) and the fence ended it.
+func TestRealResumeStartsOnNewSessions(t *testing.T) {
+	srv := startServer(t)
+	b := newBackends(t, srv, 1, tableDDL)
+	rt := openRouter(t, b, []int{0})
+	ctx := context.Background()
+	_, err := rt.Exec(ctx, 1, "INSERT INTO t (id) VALUES ($1)", 1)
+	require.NoError(t, err)
+	require.NoError(t, rt.Pause(ctx, "app"))
+	require.NoError(t, rt.OpenIdleSessions(ctx))
+
+	admin := srv.Connect(t, "postgres")
+	_, err = admin.Exec(ctx, "ALTER ROLE "+appRole+" NOLOGIN")
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", appRole)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", appRole).Scan(&n))
+		return n == 0
+	}, time.Minute, 5*time.Millisecond, "the fence's terminated sessions are gone")
+	_, err = admin.Exec(ctx, "ALTER ROLE "+appRole+" LOGIN")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Exec(ctx, 2, "INSERT INTO t (id) VALUES ($1)", 2)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return rt.Held() == 1 }, time.Minute, time.Millisecond)
+	require.NoError(t, rt.Resume(ctx, "app"))
+	require.NoError(t, <-done, "the held write ran on a session the fence ended")
+	require.Equal(t, []int{0}, b.holders(t, 2))
+}
+
 // TestRealPausedExecHonoursContext: a statement held by a pause gives up when its context
 // ends, and is never sent afterwards.
 func TestRealPausedExecHonoursContext(t *testing.T) {

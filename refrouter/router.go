@@ -263,6 +263,13 @@ func (r *Router) Pause(ctx context.Context, database string) error {
 	if r.gates[database] == nil {
 		r.gates[database] = make(chan struct{})
 	}
+	r.resetPools(database)
+	return nil
+}
+
+// resetPools resets the pools of database's shards (every database's for ""): idle
+// connections close now, busy ones when they are released. r.mu is held.
+func (r *Router) resetPools(database string) {
 	for _, name := range r.topo.Names() {
 		if database != "" && name != database {
 			continue
@@ -277,17 +284,21 @@ func (r *Router) Pause(ctx context.Context, database string) error {
 			}
 		}
 	}
-	return nil
 }
 
 // Resume implements adapters.RouterInstance (PgDog: RESUME <db>; an empty database resumes
-// every database). Held statements are routed when released, by the routing loaded then.
+// every database). Held statements are routed when released, by the routing loaded then,
+// on sessions opened after the Resume: the pools are reset again, since a statement that
+// was running when the PAUSE came may have opened a session after the Pause's reset and
+// left it idle, and a fence raised while paused may have ended it (the held statement
+// would then fail with 57P01, as if fenced).
 func (r *Router) Resume(ctx context.Context, database string) error {
 	if err := r.reachable("Resume"); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resetPools(database)
 	if database == "" {
 		for db, g := range r.gates {
 			close(g)
