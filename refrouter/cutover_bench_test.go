@@ -47,6 +47,9 @@ func BenchmarkCutoverPause(b *testing.B) {
 			b.ReportMetric(ms(quantile(ctl, 0.99)), "controller-p99-ms")
 			b.ReportMetric(float64(med)/float64(max(quantile(cmds, 0.5), time.Microsecond)), "x-floor")
 			b.ReportMetric(ms(quantile(stalls, 1)), "stall-max-ms")
+			if l, err := strconv.ParseFloat(loadAverage(), 64); err == nil {
+				b.ReportMetric(l, "load1")
+			}
 			if n == 3 {
 				pauseAt3 = med
 			} else if pauseAt3 > 0 {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -821,6 +822,7 @@ func TestRealCutoverFigures(t *testing.T) {
 		t.Skip("set LOAM_CUTOVER_RUNS=10 to measure the cutover figures")
 	}
 	servers := startCutoverServers(t)
+	loadBefore := loadAverage()
 	var windows, controller, stalls []time.Duration
 	var ratios []float64
 	steps := map[string][]time.Duration{}
@@ -852,14 +854,28 @@ func TestRealCutoverFigures(t *testing.T) {
 	}
 	require.Len(t, windows, runs, "every run measured")
 	sort.Float64s(ratios)
-	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, p99 %v, max %v; controller's share median %v, p99 %v; longest write median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f",
+	t.Logf("FIGURES over %d runs at %d instances, %d writers: pause window median %v, p99 %v, max %v; controller's share median %v, p99 %v; longest write median %v, max %v; p99 latency ratio (pause / steady) median %.1f, max %.1f; load average %s before, %s after",
 		runs, cutoverInstances, cutoverWorkers, quantile(windows, 0.5), quantile(windows, 0.99), quantile(windows, 1),
 		quantile(controller, 0.5), quantile(controller, 0.99), quantile(stalls, 0.5), quantile(stalls, 1),
-		ratios[len(ratios)/2], ratios[len(ratios)-1])
+		ratios[len(ratios)/2], ratios[len(ratios)-1], loadBefore, loadAverage())
 	for _, st := range order {
 		t.Logf("  step %-8s wall median %8v p99 %8v; controller median %8v p99 %8v (%d runs)", st,
 			quantile(steps[st], 0.5), quantile(steps[st], 0.99), quantile(stepCtl[st], 0.5), quantile(stepCtl[st], 0.99), len(steps[st]))
 	}
+}
+
+// loadAverage is the machine's 1-minute load average (Linux), which the figures are read
+// beside: on a shared machine the load, more than the code, sets the absolute times.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
 }
 
 // quantile is the q-quantile of ds (nearest rank), rounded to 0.1ms.
