@@ -28,7 +28,15 @@ type driver struct {
 	timers  machinetest.Timers
 	done    *vreshard.Done
 	log     []string
-	sends   int // commands issued so far
+	sends   int              // commands issued so far
+	alerts  []vreshard.Alert // every Alert, in order
+	armed   []armed          // every SetTimer, in order
+}
+
+// armed is a timer set, with how long after the moment it was set it is due.
+type armed struct {
+	ID    string
+	Delay int64
 }
 
 func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
@@ -40,6 +48,9 @@ func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
 func (d *driver) feed(in vreshard.Input) {
 	for _, c := range d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: machine.Discard}, in) {
 		d.log = append(d.log, c.String())
+		if t, ok := c.(vreshard.SetTimer); ok {
+			d.armed = append(d.armed, armed{t.ID, t.At - d.now})
+		}
 		if d.timers.Record(c) {
 			continue
 		}
@@ -48,6 +59,7 @@ func (d *driver) feed(in vreshard.Input) {
 			d.done = &c
 			d.w.checkEnd(c)
 		case vreshard.Alert:
+			d.alerts = append(d.alerts, c)
 		default:
 			d.sends++
 			d.pending = append(d.pending, c)
