@@ -65,6 +65,9 @@ func (d *driver) feed(in vreshard.Input) {
 			d.pending = append(d.pending, c)
 		}
 	}
+	if o, ended := d.m.Done(); ended != (d.done != nil) || ended && o != d.done.Outcome {
+		d.w.violate("Done() says %v, %v; the Done command said %+v", o, ended, d.done)
+	}
 }
 
 // crash loses what is pending (each command having taken effect or not, as apply says),
@@ -323,7 +326,8 @@ func TestIdenticalConflicts(t *testing.T) {
 // holds, nothing sent and the workflow standing, however long; a cancel then reverses every
 // tablet type back to the source (ends Reversed, the record back on shard 0 with the target
 // kept for a new switch), and a Finalize instead completes. With finalize_after the hold
-// ends on its own, and a restart in the hold sets that timer again.
+// ends on its own, at that timer and no other, and a restart in the hold sets that timer
+// again.
 func TestHoldKeepsReverse(t *testing.T) {
 	hold := func(o vreshard.Options) *driver {
 		st := fixture()
@@ -379,8 +383,12 @@ func TestHoldKeepsReverse(t *testing.T) {
 		require.GreaterOrEqual(t, at, int64(60_000))
 		d.now = at
 		delete(d.timers, id)
+		d.feed(vreshard.TimerFired{ID: "poll:" + strings.TrimPrefix(id, "finalize:")}) // a stale timer of an earlier step
+		require.Empty(t, d.pending, "a timer that is not the hold's ended it")
 		d.w.finalized = true // finalize_after is the operator's standing decision
 		d.feed(vreshard.TimerFired{ID: id})
+		complete := slices.ContainsFunc(d.pending, func(c vreshard.Command) bool { _, ok := c.(vreshard.Complete); return ok })
+		require.True(t, complete, "the finalize_after timer does not end the hold: %v", d.pending)
 	}
 	d.settle()
 	require.Empty(t, d.violations())
