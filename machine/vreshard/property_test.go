@@ -326,8 +326,8 @@ func TestIdenticalConflicts(t *testing.T) {
 // holds, nothing sent and the workflow standing, however long; a cancel then reverses every
 // tablet type back to the source (ends Reversed, the record back on shard 0 with the target
 // kept for a new switch), and a Finalize instead completes. With finalize_after the hold
-// ends on its own, at that timer and no other, and a restart in the hold sets that timer
-// again.
+// ends on its own, at that timer and no other, a Finalize before it cancels it, and a
+// restart in the hold sets it again.
 func TestHoldKeepsReverse(t *testing.T) {
 	hold := func(o vreshard.Options) *driver {
 		st := fixture()
@@ -371,6 +371,13 @@ func TestHoldKeepsReverse(t *testing.T) {
 
 	d = hold(vreshard.Options{})
 	d.finalize()
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
+
+	d = hold(vreshard.Options{FinalizeAfter: 60_000})
+	d.finalize()
+	require.Empty(t, d.timers, "the operator's finalize leaves the finalize_after timer armed")
 	d.settle()
 	require.Empty(t, d.violations())
 	require.Equal(t, vreshard.Completed, d.done.Outcome)
