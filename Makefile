@@ -120,7 +120,7 @@ proof:
 # run fails to start and every mutant is reported KILLED.
 GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MUTATE_PKGS ?= ./machine ./machine/causal ./machine/configpush ./machine/cutover ./machine/failover \
-               ./machine/fencemigrate ./machine/indoubt ./kernel/fencing
+               ./machine/fencemigrate ./machine/indoubt ./machine/vreshard ./kernel/fencing
 MUTATE_SKIP ?= ^(Example|TestInteraction$$|TestScenarios$$)
 MUTATE_OUT  ?= $${TMPDIR:-/tmp}/loam-mutate
 mutate:

@@ -158,12 +158,17 @@ func checkRun(r run, mk func(causal.Config) *causal.Machine) error {
 	md := &model{window: r.Window, log: map[lsn.Endpoint][]lsn.Sample{}, pos: map[lsn.Endpoint]lsn.LSN{},
 		records: map[string]map[int]rec{}, reqs: map[uint64]*mreq{}, timers: machinetest.Timers{}}
 	var nextID uint64
+	var traceErr error
 	feed := func(in causal.Input) ([]causal.Command, []machine.SpecEvent) {
 		cmds := m.On(ctx, in)
 		for _, c := range cmds {
 			md.timers.Record(c)
 		}
-		return cmds, recd.Take()
+		evs := recd.Take()
+		if err := checkTrace(ctx.Now, in, cmds, evs); err != nil && traceErr == nil {
+			traceErr = err
+		}
+		return cmds, evs
 	}
 	for hg, eps := range groups {
 		feed(causal.SetHostgroup{Hostgroup: hg, Endpoints: eps})
@@ -356,6 +361,9 @@ func checkRun(r run, mk func(causal.Config) *causal.Machine) error {
 		}
 		if err := check(i, cmds, evs); err != nil {
 			return err
+		}
+		if traceErr != nil {
+			return fmt.Errorf("step %d: %w", i, traceErr)
 		}
 	}
 	return nil

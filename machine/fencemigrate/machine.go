@@ -215,6 +215,13 @@ func (m *Machine) drainable() bool {
 }
 
 // maybeWait arms the drain timer when the drain can start and has not been proven.
+//
+// The wait is not what makes the drain safe: the scan is (a live old-key lease it finds
+// means no drain, whenever it runs), and no world breaks with a zero wait (make mutate:
+// At = Now keeps every property and simulation green). It is kept to pace the scans, each
+// a full SCAN of every primary: an old-key lease granted before the backfill lives up to
+// one LeaseTTL unless renewed, so a scan sooner finds it and the next follows at once.
+// TestRolloutReachesTheDoor checks the wait is a whole LeaseTTL.
 func (m *Machine) maybeWait(ctx *machine.Ctx) []Command {
 	if m.s.Drained || m.s.DrainTimer != "" || m.s.ScanStep != "" || !m.drainable() {
 		return nil

@@ -154,6 +154,15 @@ func checkStep(before fencemigrate.Snapshot, in fencemigrate.Input, out []fencem
 	if before.Enabled && !after.Enabled {
 		return errors.New("door: closed again")
 	}
+	// Restart: the driver persists every snapshot and may resume from any of them, so each
+	// one restores, to the same state.
+	r, err := fencemigrate.Restore(after)
+	if err != nil {
+		return fmt.Errorf("restart: the machine's own snapshot is refused: %w", err)
+	}
+	if got := r.Snapshot(); !reflect.DeepEqual(got, after) {
+		return fmt.Errorf("restart: restored as %+v, was %+v", got, after)
+	}
 	// The door window: from the EnableCluster command on, only C is allowed (the switch may
 	// happen before the reply), so a pod reporting anything else raises an Alarm; and a
 	// reply that opens the door under a pod not on C raises one too.

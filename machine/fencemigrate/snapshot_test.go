@@ -7,6 +7,7 @@ import (
 
 	"loam.dev/router/kernel/fencing"
 	"loam.dev/router/machine/fencemigrate"
+	"loam.dev/router/machine/machinetest"
 )
 
 // TestRestoreRefusesInconsistentSnapshots: a snapshot no machine could have written (a
@@ -47,4 +48,29 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestSnapshotsRestoreWithAStepStillPending: a step id is issued while an older one is
+// still pending (a pod fell back to O after the backfill, so the backfill runs again with
+// the first drain timer still set), and every snapshot on the way restores: step ids grow,
+// so each pending one is within Seq. (make mutate: Seq-- in step gave the new id a lower
+// number than the pending timer's, and only restoring that snapshot sees it.)
+func TestSnapshotsRestoreWithAStepStillPending(t *testing.T) {
+	r := newRollout(t)
+	r.advance(fencing.A)
+	r.advance(fencing.B)
+	bf, ok := find[fencemigrate.RunBackfill](r.quiet(fencemigrate.StartBackfill{}))
+	require.True(t, ok)
+	tm, ok := find[fencemigrate.SetTimer](r.quiet(fencemigrate.BackfillDone{Step: bf.Step}))
+	require.True(t, ok, "the backfill done arms no drain timer")
+
+	_, alarm := find[fencemigrate.Alarm](r.feed(fencemigrate.PodReported{Pod: pods[0], Version: fencing.O}))
+	require.True(t, alarm, "a pod on O with B allowed raises no alarm")
+	r.quiet(fencemigrate.PodReported{Pod: pods[0], Version: fencing.B})
+	again, ok := find[fencemigrate.RunBackfill](r.quiet(fencemigrate.StartBackfill{}))
+	require.True(t, ok, "the backfill undone by an O pod cannot run again")
+	s := r.e.m.Snapshot()
+	require.Equal(t, tm.ID, s.DrainTimer, "the first drain timer is still pending")
+	require.NotEqual(t, bf.Step, again.Step, "the second backfill has the first one's step id")
+	machinetest.RoundTrip(t, r.e.m, func(s fencemigrate.Snapshot) (*fencemigrate.Machine, error) { return fencemigrate.Restore(s) })
 }

@@ -75,19 +75,16 @@ func ParseGID(gid, deployment string) (GID, error) {
 	return g, nil
 }
 
-// cutLastNumber splits "<head>_<digits>" into head and the number.
+// cutLastNumber splits "<head>_<digits>" into head and the number. ParseUint in base 10
+// takes nothing but decimal digits (no sign, no '_', not empty), so it is the whole check
+// of the digits. (make mutate: a loop over the digits and a test for an empty tail, both
+// before it, could be mutated freely: they refused nothing ParseUint lets through.)
 func cutLastNumber(s string) (string, uint64, bool) {
 	i := strings.LastIndexByte(s, '_')
-	if i < 0 || i == len(s)-1 {
+	if i < 0 {
 		return "", 0, false
 	}
-	digits := s[i+1:]
-	for j := 0; j < len(digits); j++ {
-		if digits[j] < '0' || digits[j] > '9' {
-			return "", 0, false
-		}
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
+	n, err := strconv.ParseUint(s[i+1:], 10, 64)
 	if err != nil {
 		return "", 0, false
 	}

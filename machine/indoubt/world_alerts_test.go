@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"loam.dev/router/detsim/check"
+	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
 )
 
@@ -177,5 +178,60 @@ func (w *world) steady() {
 	w.round(nil)
 	if _, raised := w.decided[id]; raised {
 		w.violate("%s still raised after a scan succeeded", id)
+	}
+}
+
+// checkTrace checks the spec events one input emitted against what the world did (make
+// mutate: an inverted ok, or rounds counted down, changed only the golden scripts' text):
+// each round is numbered one above the last, across driver restarts too; a scan, roster or
+// delivery event says ok exactly when the reply it reports carried no error, with err set
+// exactly when not ok; and the reads a round closes without (on its timer) are reported
+// failed, in the round they belong to.
+func (w *world) checkTrace(in indoubt.Input, evs []machine.SpecEvent) {
+	for _, e := range evs {
+		ok, _ := e.Get("ok")
+		_, hasErr := e.Get("err")
+		round, _ := e.Get("round")
+		var replyErr error
+		replied := false
+		switch e.Action {
+		case indoubt.ActRound:
+			w.rounds++
+			if round.Int() != w.rounds {
+				w.violate("round %d started, numbered %d", w.rounds, round.Int())
+			}
+			continue
+		case indoubt.ActScan:
+			shard, _ := e.Get("shard")
+			if p, isP := in.(indoubt.Prepared); isP && p.Shard == shard.Str() {
+				replied, replyErr = true, p.Err
+			}
+		case indoubt.ActRoster:
+			if r, isR := in.(indoubt.Roster); isR {
+				replied, replyErr = true, r.Err
+			}
+		case indoubt.ActDeliver:
+			d, isD := in.(indoubt.Delivered)
+			if !isD {
+				w.violate("%s emitted on %T", e, in)
+				continue
+			}
+			if ok.Bool() != (d.Err == nil) || hasErr == ok.Bool() {
+				w.violate("%s for a delivery that returned %v", e, d.Err)
+			}
+			continue
+		default:
+			continue
+		}
+		switch {
+		case round.Int() != w.rounds:
+			w.violate("%s in round %d", e, w.rounds)
+		case hasErr == ok.Bool():
+			w.violate("%s: ok and err disagree", e)
+		case replied && ok.Bool() != (replyErr == nil):
+			w.violate("%s for a reply with error %v", e, replyErr)
+		case !replied && ok.Bool():
+			w.violate("%s with no reply (on %T)", e, in)
+		}
 	}
 }

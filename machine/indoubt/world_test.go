@@ -34,6 +34,7 @@ type world struct {
 	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
 	used    map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
 	acked   map[string]bool                    // alert steps the sink acknowledged (and the monitor was told)
+	rounds  int64                              // MonitorRound events seen, across driver restarts
 	errs    []error
 }
 
@@ -47,7 +48,10 @@ func newWorld(t machinetest.TB, c machinetest.Chooser) *world {
 func (w *world) violate(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
 
 func (w *world) step(in indoubt.Input) {
-	for _, c := range w.m.On(&machine.Ctx{Now: w.now, Trace: machine.Discard}, in) {
+	var rec machine.Recorder
+	cmds := w.m.On(&machine.Ctx{Now: w.now, Trace: &rec}, in)
+	w.checkTrace(in, rec.Events)
+	for _, c := range cmds {
 		switch c := c.(type) {
 		case indoubt.ListPrepared, indoubt.ListInstances:
 			w.out = append(w.out, c)

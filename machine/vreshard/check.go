@@ -1,6 +1,7 @@
 package vreshard
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,15 +70,8 @@ func Check(source, target []string, f Facts) []string {
 			}
 			rs = append(rs, r)
 		}
-		slices.SortFunc(rs, func(a, b keyrange.Range) int {
-			switch {
-			case a.Start() < b.Start():
-				return -1
-			case a.Start() > b.Start():
-				return 1
-			}
-			return 0
-		})
+		// In key order, however the operator listed them: Merge takes adjacent ranges.
+		slices.SortFunc(rs, func(a, b keyrange.Range) int { return cmp.Compare(a.Start(), b.Start()) })
 		return rs
 	}
 	if len(source) == 0 || len(target) == 0 {

@@ -28,6 +28,7 @@ func TestCheck(t *testing.T) {
 		Shards:  []vreshard.ShardFacts{{Name: "-80", Serving: true, Primary: "a"}, {Name: "-40", Primary: "b"}, {Name: "40-80", Primary: "c"}},
 		Sources: []vreshard.BinlogFacts{{Shard: "-80", Format: "row", Image: "full", GTID: true}}, Sharded: true,
 		Tables: []vreshard.TableFacts{{Name: "t", PrimaryVindex: "xxhash"}}}), "a split of one shard of a sharded keyspace")
+	require.Empty(t, vreshard.Check(src, []string{"80-", "-80"}, goodFacts()), "the targets listed out of key order")
 
 	for _, tc := range []struct {
 		name   string

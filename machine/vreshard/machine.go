@@ -148,10 +148,6 @@ func (m *Machine) start(ctx *machine.Ctx, in Start) {
 	m.s.Start = in
 	m.s.Rec = in.Record.Clone()
 	if reason := checkStart(in); reason != "" {
-		if m.s.Rec == nil {
-			m.s.Rec = &shardmap.Record{}
-			m.s.Start.Record = &shardmap.Record{}
-		}
 		ctx.Emit(Spec, ActRefuse, machine.S("reason", reason))
 		m.finish(ctx, Refused, reason)
 		return

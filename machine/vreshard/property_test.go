@@ -28,7 +28,15 @@ type driver struct {
 	timers  machinetest.Timers
 	done    *vreshard.Done
 	log     []string
-	sends   int // commands issued so far
+	sends   int              // commands issued so far
+	alerts  []vreshard.Alert // every Alert, in order
+	armed   []armed          // every SetTimer, in order
+}
+
+// armed is a timer set, with how long after the moment it was set it is due.
+type armed struct {
+	ID    string
+	Delay int64
 }
 
 func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
@@ -40,6 +48,9 @@ func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
 func (d *driver) feed(in vreshard.Input) {
 	for _, c := range d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: machine.Discard}, in) {
 		d.log = append(d.log, c.String())
+		if t, ok := c.(vreshard.SetTimer); ok {
+			d.armed = append(d.armed, armed{t.ID, t.At - d.now})
+		}
 		if d.timers.Record(c) {
 			continue
 		}
@@ -48,10 +59,14 @@ func (d *driver) feed(in vreshard.Input) {
 			d.done = &c
 			d.w.checkEnd(c)
 		case vreshard.Alert:
+			d.alerts = append(d.alerts, c)
 		default:
 			d.sends++
 			d.pending = append(d.pending, c)
 		}
+	}
+	if o, ended := d.m.Done(); ended != (d.done != nil) || ended && o != d.done.Outcome {
+		d.w.violate("Done() says %v, %v; the Done command said %+v", o, ended, d.done)
 	}
 }
 
@@ -311,7 +326,8 @@ func TestIdenticalConflicts(t *testing.T) {
 // holds, nothing sent and the workflow standing, however long; a cancel then reverses every
 // tablet type back to the source (ends Reversed, the record back on shard 0 with the target
 // kept for a new switch), and a Finalize instead completes. With finalize_after the hold
-// ends on its own, and a restart in the hold sets that timer again.
+// ends on its own, at that timer and no other, a Finalize before it cancels it, and a
+// restart in the hold sets it again.
 func TestHoldKeepsReverse(t *testing.T) {
 	hold := func(o vreshard.Options) *driver {
 		st := fixture()
@@ -360,6 +376,13 @@ func TestHoldKeepsReverse(t *testing.T) {
 	require.Equal(t, vreshard.Completed, d.done.Outcome)
 
 	d = hold(vreshard.Options{FinalizeAfter: 60_000})
+	d.finalize()
+	require.Empty(t, d.timers, "the operator's finalize leaves the finalize_after timer armed")
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
+
+	d = hold(vreshard.Options{FinalizeAfter: 60_000})
 	require.Len(t, d.timers, 1, "finalize_after arms one timer")
 	d.crash(func(vreshard.Command) bool { return false })
 	require.Len(t, d.timers, 1, "the restart arms it again")
@@ -367,8 +390,12 @@ func TestHoldKeepsReverse(t *testing.T) {
 		require.GreaterOrEqual(t, at, int64(60_000))
 		d.now = at
 		delete(d.timers, id)
+		d.feed(vreshard.TimerFired{ID: "poll:" + strings.TrimPrefix(id, "finalize:")}) // a stale timer of an earlier step
+		require.Empty(t, d.pending, "a timer that is not the hold's ended it")
 		d.w.finalized = true // finalize_after is the operator's standing decision
 		d.feed(vreshard.TimerFired{ID: id})
+		complete := slices.ContainsFunc(d.pending, func(c vreshard.Command) bool { _, ok := c.(vreshard.Complete); return ok })
+		require.True(t, complete, "the finalize_after timer does not end the hold: %v", d.pending)
 	}
 	d.settle()
 	require.Empty(t, d.violations())

@@ -43,8 +43,8 @@ func (s state) Check() error {
 	switch {
 	case s.Stage >= stageCount || s.After >= stageCount:
 		return fmt.Errorf("stage %d is unknown", s.Stage)
-	case s.Stage == stIdle:
-		return nil
+	case s.Stage == stIdle, s.Stage == stDone && s.Outcome == Refused:
+		return nil // a refused Start may have had no record, and keeps none
 	case s.Start.Record == nil || s.Rec == nil:
 		return errors.New("a started reshard has no record")
 	case s.Stage == stDone:

@@ -3,6 +3,7 @@ package vreshard_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"loam.dev/router/kernel/keyrange"
@@ -128,6 +129,9 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		copying := w.statusPolls <= w.copyPolls
 		return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Copying: copying, LagMs: 100, Rows: 1000, Err: fail}
 	case vreshard.VDiff:
+		if !uuidV4.MatchString(c.UUID) {
+			w.violate("VDiff %s with id %q: vtctld takes only a UUID", c.Step, c.UUID)
+		}
 		if !w.exists {
 			return vreshard.Diffed{Step: c.Step, Attempt: c.Attempt, Err: errWorkflow}
 		}
@@ -226,6 +230,9 @@ func (w *world) write(next *shardmap.Record) {
 	r.Version = w.store.Version + 1
 	w.store = r
 }
+
+// uuidV4 is the form of the VDiff ids the machine draws (version 4, RFC 4122 variant).
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // checkEnd holds the end to what the world is.
 func (w *world) checkEnd(d vreshard.Done) {
