@@ -11,88 +11,72 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/scenario"
+	"loam.dev/router/detsim/simtest"
 )
 
-// fmEvent is one FencingMigration SpecEvent as the trace module reads it.
-type fmEvent struct {
-	Action, Pod, Request string
-	Version              int
-	OK                   bool
-}
+// Trace validation (§11.3 of seed 000), the part every model shares: a detsim scenario runs
+// at a seed with its trace written (RunOptions.TraceTo, -simtrace's JSON lines), the events
+// of one spec are decoded, each model's test turns them into the Ev records of its trace
+// module (spec/trace/<Model>Trace.qnt), and one simulator run of that module over the trace
+// says how many events the model explains. Each trace module declares `const Trace:
+// List[Ev]` and `var idx: int`, starts with traceInit, steps with traceStep, and names
+// Explained = idx < length(Trace): a sample that violates it consumed the whole trace.
 
-func (e fmEvent) quint() string {
-	return fmt.Sprintf(`{ act: %q, pod: %q, version: %d, request: %q, ok: %t }`, e.Action, e.Pod, e.Version, e.Request, e.OK)
-}
+// quintEvent is one event as its trace module's Ev record (Quint source).
+type quintEvent interface{ quint() string }
 
-func version(s string) int {
-	if i := strings.Index("OABC", s); i >= 0 && len(s) == 1 {
-		return i
-	}
-	return -1 // "gone" or unknown: no model step explains it
-}
-
-// fencingTrace runs detsim's fencing scenario at seed and returns its FencingMigration
-// events, decoded from the JSON-lines trace the simulator writes (-simtrace's format).
-func fencingTrace(t *testing.T, seed uint64) []fmEvent {
+// specEvents runs detsim's scenario at seed and returns the events of spec in its trace, each
+// as its decoded JSON object, and the scenario's parameters the seed drew (the machine's
+// options among them, which some trace modules take as constants). The run must pass: a
+// violation is the scenario's failure, not the model's.
+func specEvents(t *testing.T, name string, seed uint64, spec string) ([]map[string]any, map[string]int) {
 	t.Helper()
-	sc, ok := scenario.ByName("fencing")
-	require.True(t, ok)
+	sc, ok := scenario.ByName(name)
+	require.True(t, ok, "no scenario %q", name)
 	var buf bytes.Buffer
 	r := sc.Run(seed, detsim.RunOptions{TraceTo: &buf})
-	require.Nil(t, r.Violation, "seed %d", seed)
-	var out []fmEvent
+	require.Nil(t, r.Violation, "%s seed %d", name, seed)
+	var out []map[string]any
 	for _, line := range bytes.Split(buf.Bytes(), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(line, &m), "trace line %q", line)
-		if m["spec"] != "FencingMigration" {
-			continue
+		if m["spec"] == spec {
+			out = append(out, m)
 		}
-		e := fmEvent{Action: m["action"].(string)}
-		e.Pod, _ = m["pod"].(string)
-		e.OK, _ = m["ok"].(bool)
-		e.Version = -1
-		if v, ok := m["version"].(string); ok {
-			e.Version = version(v)
-		}
-		if req, ok := m["request"].(string); ok {
-			e.Request, _, _ = strings.Cut(req, " ")
-			if _, v, ok := strings.Cut(req, " "); ok {
-				e.Version = version(v)
-			}
-		}
-		out = append(out, e)
 	}
-	return out
+	params := map[string]int{}
+	for _, p := range r.Options.Params {
+		params[p.Name] = p.Value
+	}
+	return out, params
 }
 
-// validate runs the FencingMigration trace module over events and returns how many of them
-// the model explains (len(events) when it explains the whole trace).
-func validate(t *testing.T, events []fmEvent) int {
+// validateTrace runs the trace module spec/trace/<module>.qnt over events (with consts, such
+// as "Attempts = 2", for the module's other constants) and returns how
+// many of them the model explains: len(events) when a sample consumed the whole trace, else
+// the highest idx its samples reached, the index of the first event the model cannot explain.
+// (One run per trace: one run over several traces, each sample picking one, would save
+// Quint's start-up, but the ITF traces the simulator writes are not every sample's, so a
+// trace's best idx could not be read.)
+func validateTrace[E quintEvent](t *testing.T, module string, events []E, consts ...string) int {
 	t.Helper()
+	quint := quintPath(t)
 	var evs []string
 	for _, e := range events {
 		evs = append(evs, e.quint())
 	}
-	return validateTrace(t, "FencingMigrationTrace", evs)
-}
-
-// validateTrace runs the trace module spec/trace/<module>.qnt over evs (Quint records of its
-// Ev type) and returns how many of them the model explains: len(evs) when a run consumed the
-// whole trace, else the highest idx any run reached.
-func validateTrace(t *testing.T, module string, evs []string) int {
-	t.Helper()
-	quint := quintPath(t)
 	// Quint imports by a path relative to the importing file, so the generated module lives
 	// beside the trace module for the run (spec/.gitignore ignores it).
-	dir := t.TempDir()
-	src := fmt.Sprintf("module Check {\n  pure val Events = [\n    %s\n  ]\n  import %s(Trace = Events).* from \"./%s\"\n}\n", strings.Join(evs, ",\n    "), module, module)
+	src := fmt.Sprintf("module Check {\n  pure val Events = [\n    %s\n  ]\n  import %s(%s).* from \"./%s\"\n}\n",
+		strings.Join(evs, ",\n    "), module, strings.Join(append([]string{"Trace = Events"}, consts...), ", "), module)
 	f, err := os.CreateTemp("trace", ".check-*.qnt")
 	require.NoError(t, err)
 	file := f.Name()
@@ -100,90 +84,145 @@ func validateTrace(t *testing.T, module string, evs []string) int {
 	_, err = f.WriteString(src)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	itf := filepath.Join(dir, "run_{seq}.itf.json")
+	dir := t.TempDir()
 	cmd := exec.Command(quint, "run", file, "--backend=typescript", "--main=Check", "--seed=1",
 		"--init=traceInit", "--step=traceStep", "--invariant=Explained", "--max-samples=30",
-		"--n-traces=30", "--out-itf="+itf, "--max-steps="+strconv.Itoa(4*len(evs)+20))
+		"--n-traces=30", "--out-itf="+filepath.Join(dir, "run_{seq}.itf.json"),
+		"--max-steps="+strconv.Itoa(4*len(evs)+20))
 	out, _ := cmd.CombinedOutput()
 	if bytes.Contains(out, []byte("[violation]")) {
-		return len(evs) // Explained violated: a run consumed every event
+		return len(evs) // Explained violated: a sample consumed every event
 	}
 	require.Contains(t, string(out), "[ok]", "quint run failed:\n%s", out)
-	best := 0
 	runs, err := filepath.Glob(filepath.Join(dir, "run_*.itf.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, runs, "no ITF trace written:\n%s", out)
+	best := 0
 	for _, f := range runs {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var tr struct {
+		var itf struct {
 			States []map[string]json.RawMessage `json:"states"`
 		}
-		require.NoError(t, json.Unmarshal(b, &tr))
-		for _, st := range tr.States {
-			var idx struct {
-				Big string `json:"#bigint"`
-			}
-			var raw json.RawMessage
-			for k, v := range st {
-				if k == "idx" || strings.HasSuffix(k, "::idx") {
-					raw = v
-				}
-			}
-			require.NotNil(t, raw, "no idx in the ITF state %v", st)
-			require.NoError(t, json.Unmarshal(raw, &idx))
-			n, err := strconv.Atoi(idx.Big)
-			require.NoError(t, err)
-			best = max(best, n)
+		require.NoError(t, json.Unmarshal(b, &itf))
+		for _, st := range itf.States {
+			best = max(best, itfInt(t, st, "idx"))
 		}
 	}
 	return best
 }
 
-// TestTraceValidationFencing: the FencingMigration events of detsim's fencing scenario are
-// steps the model allows, for SPEC_TRACE_SEEDS fresh seeds (default 3; the fencing scenario
-// has no corpus seed).
-func TestTraceValidationFencing(t *testing.T) {
-	n := 3
-	if v := os.Getenv("SPEC_TRACE_SEEDS"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "SPEC_TRACE_SEEDS=%q is not a number", v)
+// itfInt reads the integer state variable name (maybe module-qualified) of an ITF state.
+func itfInt(t *testing.T, st map[string]json.RawMessage, name string) int {
+	t.Helper()
+	for key, v := range st {
+		if key == name || strings.HasSuffix(key, "::"+name) {
+			var x struct {
+				Big string `json:"#bigint"`
+			}
+			require.NoError(t, json.Unmarshal(v, &x))
+			n, err := strconv.Atoi(x.Big)
+			require.NoError(t, err)
+			return n
+		}
 	}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		events := fencingTrace(t, seed)
-		require.NotEmpty(t, events)
-		got := validate(t, events)
-		require.Equal(t, len(events), got, "seed %d: the model cannot explain event %d (%+v)", seed, got, events[min(got, len(events)-1)])
-	}
+	t.Fatalf("no %s in the ITF state %v", name, st)
+	return 0
 }
 
-// TestTraceValidationRejects: a trace with one event changed, or one moved earlier, is
-// rejected, at the index of the first event the model cannot explain.
-func TestTraceValidationRejects(t *testing.T) {
-	events := fencingTrace(t, 5)
-	find := func(action string) int {
-		for i, e := range events {
-			if e.Action == action {
-				return i
-			}
+// traceSeeds: the scenario's corpus seeds (at most corpusMax, every one with
+// SPEC_TRACE_CORPUS=all) and SPEC_TRACE_SEEDS fresh ones (default fresh) from 1,000,000 on.
+// Each trace is one Quint run (seconds to half a minute of CPU), hence the small defaults.
+func traceSeeds(t *testing.T, name string, corpusMax, fresh int) []uint64 {
+	t.Helper()
+	corpus, err := simtest.Corpus()
+	require.NoError(t, err)
+	var seeds []uint64
+	for _, e := range corpus {
+		if e.Scenario == name {
+			require.Empty(t, e.Schedule, "%s: a shrunk schedule is not replayed here", e.File)
+			seeds = append(seeds, e.Seed)
 		}
-		t.Fatalf("seed 5 has no %s event", action)
-		return -1
 	}
-	t.Run("changed", func(t *testing.T) {
-		bad := append([]fmEvent(nil), events...)
-		i := find("Allow")
-		bad[i].Version = 2 // allow B while the fleet runs O
-		require.Equal(t, i, validate(t, bad))
+	if os.Getenv("SPEC_TRACE_CORPUS") != "all" && len(seeds) > corpusMax {
+		seeds = seeds[:corpusMax]
+	}
+	if v := os.Getenv("SPEC_TRACE_SEEDS"); v != "" {
+		fresh, err = strconv.Atoi(v)
+		require.NoError(t, err, "SPEC_TRACE_SEEDS=%q is not a number", v)
+	}
+	for i := range fresh {
+		seeds = append(seeds, 1_000_000+uint64(i))
+	}
+	return seeds
+}
+
+// traceRun is one trace to validate: its events and the trace module's other constants.
+type traceRun[E quintEvent] struct {
+	name   string
+	events []E
+	consts []string
+}
+
+// validateTraces validates every run with module, GOMAXPROCS Quint runs at a time (parallel
+// subtests of one group, which returns when they are done), and returns what validateTrace
+// returned for each.
+func validateTraces[E quintEvent](t *testing.T, module string, runs ...traceRun[E]) []int {
+	t.Helper()
+	got := make([]int, len(runs))
+	t.Run("quint", func(t *testing.T) {
+		for i, r := range runs {
+			t.Run(r.name, func(t *testing.T) {
+				t.Parallel()
+				got[i] = validateTrace(t, module, r.events, r.consts...)
+			})
+		}
 	})
-	t.Run("moved-earlier", func(t *testing.T) {
-		i := find("Drained")
-		j := find("Backfill")
-		bad := append([]fmEvent(nil), events[:j]...)
-		bad = append(bad, events[i])
-		bad = append(bad, events[j:i]...)
-		bad = append(bad, events[i+1:]...)
-		require.Equal(t, j, validate(t, bad))
-	})
+	return got
+}
+
+// requireExplained validates the trace of every seed (decoded by trace, which also gives the
+// trace module's constants for that run) with module and fails, per seed, at the first event
+// the model cannot explain.
+func requireExplained[E quintEvent](t *testing.T, module string, seeds []uint64, trace func(*testing.T, uint64) ([]E, []string)) {
+	t.Helper()
+	var runs []traceRun[E]
+	total := 0
+	for _, seed := range seeds {
+		events, consts := trace(t, seed)
+		require.NotEmpty(t, events, "seed %d", seed)
+		runs = append(runs, traceRun[E]{fmt.Sprintf("seed-%d", seed), events, consts})
+		total += len(events)
+	}
+	got := validateTraces(t, module, runs...)
+	for i, r := range runs {
+		assert.Equal(t, len(r.events), got[i], "%s: the model cannot explain event %d (%+v) of %d",
+			r.name, got[i], r.events[min(got[i], len(r.events)-1)], len(r.events))
+	}
+	t.Logf("%s: %d traces validated (seeds %v), %d events", module, len(seeds), seeds, total)
+}
+
+// noConsts is trace for a trace module with no constant but Trace.
+func noConsts[E any](trace func(*testing.T, uint64) []E) func(*testing.T, uint64) ([]E, []string) {
+	return func(t *testing.T, seed uint64) ([]E, []string) { return trace(t, seed), nil }
+}
+
+// moveEarlier is events with the one at from moved to index to (< from).
+func moveEarlier[E any](events []E, from, to int) []E {
+	out := append([]E(nil), events[:to]...)
+	out = append(out, events[from])
+	out = append(out, events[to:from]...)
+	return append(out, events[from+1:]...)
+}
+
+// indexOf is the index of the first event that match accepts; the test fails without one.
+func indexOf[E any](t *testing.T, events []E, what string, match func(E) bool) int {
+	t.Helper()
+	for i, e := range events {
+		if match(e) {
+			return i
+		}
+	}
+	t.Fatalf("the trace has no %s event", what)
+	return -1
 }

@@ -1,0 +1,119 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// smEvent is one ShardMap SpecEvent as the trace module reads it
+// (spec/trace/ShardMapTrace.qnt).
+type smEvent struct {
+	Action, Inst                                          string
+	Gen, Attempt, Observed, Confirmed, Ahead, Unknown, St int
+	OK, Known, FilesOK                                    bool
+}
+
+func (e smEvent) quint() string {
+	return fmt.Sprintf(`{ act: %q, gen: %d, inst: %q, attempt: %d, ok: %t, observed: %d, known: %t, confirmed: %d, ahead: %d, unknown: %d, stuck: %d, filesOk: %t }`,
+		e.Action, e.Gen, e.Inst, e.Attempt, e.OK, e.Observed, e.Known, e.Confirmed, e.Ahead, e.Unknown, e.St, e.FilesOK)
+}
+
+// shardMapEvents reads the ShardMap events of a trace, up to the first Push of the
+// generation already pushed (configpush's repush: stuck instances of an ended push get a
+// fresh budget; refresh: the same generation's files rotated), which the model does not
+// have (its driver never sends one; spec/ShardMap.qnt's Push). A refused files write is the
+// model's Timeout of the files step (see the trace module). It returns the events and how
+// many were cut.
+func shardMapEvents(events []map[string]any) ([]smEvent, int) {
+	var out []smEvent
+	pushed := -1
+	for n, m := range events {
+		e := smEvent{Action: m["action"].(string), Gen: num(m, "gen"), Attempt: num(m, "attempt"),
+			Observed: num(m, "observed"), Confirmed: num(m, "confirmed"), Ahead: num(m, "ahead"),
+			Unknown: num(m, "unknown"), St: num(m, "stuck")}
+		e.OK, _ = m["ok"].(bool)
+		e.Known, _ = m["known"].(bool)
+		e.FilesOK, _ = m["files_ok"].(bool)
+		e.Inst, _ = m["instance"].(string)
+		if step, ok := m["step"].(string); ok {
+			if _, id, found := strings.Cut(strings.TrimPrefix(step, fmt.Sprintf("g%d/", e.Gen)), "/"); found {
+				e.Inst = id
+			}
+		}
+		switch {
+		case e.Action == "Push" && e.Gen == pushed:
+			return out, len(events) - n
+		case e.Action == "Push":
+			pushed = e.Gen
+		case e.Action == "WriteFiles" && !e.OK:
+			e.Action = "Timeout"
+		case e.Action == "GiveUp":
+			e.Attempt = num(m, "attempts")
+		}
+		out = append(out, e)
+	}
+	return out, 0
+}
+
+// shardMapTrace is the ShardMap events of detsim's push scenario at seed (see
+// shardMapEvents), with the run's instances, MaxAttempts and highest generation as the
+// module's constants.
+func shardMapTrace(t *testing.T, seed uint64) ([]smEvent, []string) {
+	t.Helper()
+	events, params := specEvents(t, "push", seed, "ShardMap")
+	out, cut := shardMapEvents(events)
+	if cut > 0 {
+		t.Logf("seed %d: the last %d of %d events (from a re-push of a generation) not validated", seed, cut, len(events))
+	}
+	var ids []string
+	maxGen := 1
+	for _, e := range out {
+		if e.Inst != "" && !slices.Contains(ids, e.Inst) {
+			ids = append(ids, e.Inst)
+		}
+		maxGen = max(maxGen, e.Gen)
+	}
+	require.LessOrEqual(t, len(ids), params["instances"], "seed %d: instances %v", seed, ids)
+	for i := 0; len(ids) < params["instances"]; i++ {
+		if id := fmt.Sprintf("pgdog-%d", i); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	quoted := make([]string, len(ids))
+	for i, id := range ids {
+		quoted[i] = strconv.Quote(id)
+	}
+	return out, []string{"PushInstances = Set(" + strings.Join(quoted, ", ") + ")",
+		fmt.Sprintf("PushAttempts = %d", params["max_attempts"]), fmt.Sprintf("PushMaxGen = %d", maxGen+1)}
+}
+
+// TestTraceValidationShardMap: the ShardMap events of detsim's push scenario (up to a re-push,
+// which the model lacks), for its corpus seeds and SPEC_TRACE_SEEDS fresh ones (default 2),
+// are steps the model allows.
+func TestTraceValidationShardMap(t *testing.T) {
+	requireExplained(t, "ShardMapTrace", traceSeeds(t, "push", 3, 2), shardMapTrace)
+}
+
+// TestTraceValidationShardMapRejects: a push trace with one event changed (an observe
+// reporting a generation the files never held), or one moved earlier (a reload before the
+// files write it follows), is rejected at the index of that event, and the unchanged trace
+// passes.
+func TestTraceValidationShardMapRejects(t *testing.T) {
+	events, consts := shardMapTrace(t, 1_000_001)
+	observe := indexOf(t, events, "known Observe", func(e smEvent) bool { return e.Action == "Observe" && e.OK && e.Known })
+	reload := indexOf(t, events, "Reload", func(e smEvent) bool { return e.Action == "Reload" })
+	files := indexOf(t, events, "WriteFiles", func(e smEvent) bool { return e.Action == "WriteFiles" })
+	changed := append([]smEvent(nil), events...)
+	changed[observe].Observed += 5
+	moved := moveEarlier(events, reload, files)
+	got := validateTraces(t, "ShardMapTrace", traceRun[smEvent]{"unchanged", events, consts},
+		traceRun[smEvent]{"changed", changed, consts}, traceRun[smEvent]{"moved", moved, consts})
+	require.Equal(t, []int{len(events), observe, files}, got,
+		"want the unchanged trace explained, the changed one stopped at its Observe %d, the one with a Reload moved before the files write at %d", observe, files)
+}
