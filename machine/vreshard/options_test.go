@@ -64,3 +64,48 @@ func TestOptionsAndDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchUpWaitsForTheLag: the copy counts as caught up at a lag of MaxLagMs and not
+// above: with heavy writes the first polls show 9000 and 5001 ms, and the VDiff starts on
+// the poll that shows 5000 (the default MaxLagMs), not before (the world's check: no VDiff
+// after a poll over the bound) and not one poll later (make mutate: > for >= was seen by
+// nothing, the world's lag being a constant 100 ms).
+func TestCatchUpWaitsForTheLag(t *testing.T) {
+	st := fixture()
+	w := newWorld(st.Record)
+	w.copyPolls, w.lags = 0, []int64{9000, 5001, 5000}
+	d := newDriver(t, w, st)
+	d.settle()
+	require.Empty(t, d.violations(), strings.Join(d.log, "\n"))
+	require.Equal(t, vreshard.Completed, d.done.Outcome)
+	for i, c := range d.log {
+		if strings.HasPrefix(c, "VDiff ") {
+			require.Equal(t, 3, strings.Count(strings.Join(d.log[:i], "\n"), "Status "), "Status polls before the VDiff\n%s", strings.Join(d.log, "\n"))
+			return
+		}
+	}
+	t.Fatalf("no VDiff\n%s", strings.Join(d.log, "\n"))
+}
+
+// TestRecordKeepsChanging: another writer changing the routing (a new generation) before
+// each of the mirror's writes is rebased over 8 times (maxRebases), and the 9th time the
+// reshard fails, saying the record keeps changing (make mutate: the bound one higher, or
+// the counter counting down, was seen by nothing: the world's other writer only ever
+// wrote identical content, which does not count).
+func TestRecordKeepsChanging(t *testing.T) {
+	for _, tc := range []struct {
+		changes int
+		want    vreshard.Outcome
+	}{{8, vreshard.Completed}, {9, vreshard.Failed}} {
+		st := fixture()
+		w := newWorld(st.Record)
+		w.changes = tc.changes
+		d := newDriver(t, w, st)
+		d.settle()
+		require.NotNil(t, d.done, "%d changes: no Done\n%s", tc.changes, strings.Join(d.log, "\n"))
+		require.Equal(t, tc.want, d.done.Outcome, "%d changes: %s\n%s", tc.changes, d.done.Reason, strings.Join(d.log, "\n"))
+		if tc.want == vreshard.Failed {
+			require.Contains(t, d.done.Reason, "keeps changing")
+		}
+	}
+}
