@@ -257,6 +257,9 @@ func (w *world) checkEnd(d vreshard.Done) {
 	if d.Generation != w.store.Generation {
 		w.violate("done at generation %d, the store has %d", d.Generation, w.store.Generation)
 	}
+	if (d.Outcome == vreshard.Completed) != (d.Reason == "") {
+		w.violate("done %v with reason %q: every end but completion says why", d.Outcome, d.Reason)
+	}
 	switch d.Outcome {
 	case vreshard.Completed:
 		if !w.completed || w.store.Target != nil || w.store.State.Phase != shardmap.Serving {
