@@ -2,6 +2,7 @@ package vreshard_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 
 // TestOptionsAndDefaults: the step retries, their alert and the polls follow the options
 // given, and zero options take the defaults (RetryAfter 500 ms with up to half again of
-// jitter, an alert on the 3rd failure, a poll every 1000 ms). Found by make mutate: a
+// jitter when the driver gives ctx.Rand, an alert on the 3rd failure, a poll every 1000 ms). Found by make mutate: a
 // default applied to negative values only, or over a value given, kept every property
 // green, the fixture's options being close to the defaults.
 func TestOptionsAndDefaults(t *testing.T) {
@@ -20,14 +21,20 @@ func TestOptionsAndDefaults(t *testing.T) {
 		name                  string
 		opts                  vreshard.Options
 		retry, attempts, poll int64
+		noRand                bool
 	}{
-		{"given", vreshard.Options{RetryAfter: 40, Attempts: 2, PollEvery: 7}, 40, 2, 7},
-		{"defaults", vreshard.Options{}, 500, 3, 1000},
+		{"given", vreshard.Options{RetryAfter: 40, Attempts: 2, PollEvery: 7}, 40, 2, 7, false},
+		{"defaults", vreshard.Options{}, 500, 3, 1000, false},
+		{"no rand", vreshard.Options{RetryAfter: 40, Attempts: 2, PollEvery: 7}, 40, 2, 7, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := fixture()
 			st.Options = tc.opts
 			d := newDriver(t, newWorld(st.Record), st)
+			if tc.noRand {
+				d.rng = nil
+			}
+			var delays []int64
 			// The Inspect fails attempts+1 times: a retry after each, the alert on the
 			// attempts-th failure.
 			for i := int64(1); i <= tc.attempts+1; i++ {
@@ -39,6 +46,7 @@ func TestOptionsAndDefaults(t *testing.T) {
 				require.Len(t, d.armed, 1, "failure %d arms no retry\n%s", i, strings.Join(d.log, "\n"))
 				delay := d.armed[0].Delay
 				require.True(t, delay >= tc.retry && delay <= tc.retry+tc.retry/2, "failure %d retries after %d ms, RetryAfter is %d", i, delay, tc.retry)
+				delays = append(delays, delay)
 				if i < tc.attempts {
 					require.Empty(t, d.alerts, "an alert after %d failures, Attempts is %d", i, tc.attempts)
 				} else {
@@ -49,6 +57,11 @@ func TestOptionsAndDefaults(t *testing.T) {
 					delete(d.timers, id)
 					d.feed(vreshard.TimerFired{ID: id})
 				}
+			}
+			// With ctx.Rand the retries are jittered (up to half again), so drivers that
+			// failed together do not retry together; without it each is RetryAfter later.
+			if jittered := slices.ContainsFunc(delays, func(x int64) bool { return x != tc.retry }); jittered == tc.noRand {
+				t.Fatalf("retry delays %v, RetryAfter %d, ctx.Rand set: %v", delays, tc.retry, !tc.noRand)
 			}
 			d.armed = nil
 			d.settle()
