@@ -13,9 +13,10 @@ import (
 
 // TestOptionsAndDefaults: the step retries, their alert and the polls follow the options
 // given, and zero options take the defaults (RetryAfter 500 ms with up to half again of
-// jitter when the driver gives ctx.Rand, an alert on the 3rd failure, a poll every 1000 ms). Found by make mutate: a
-// default applied to negative values only, or over a value given, kept every property
-// green, the fixture's options being close to the defaults.
+// jitter when the driver gives ctx.Rand, an alert on the 3rd failure, a poll every
+// 1000 ms). Found by make mutate: a default applied to negative values only, or over a
+// value given, kept every property green, the fixture's options being close to the
+// defaults.
 func TestOptionsAndDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
