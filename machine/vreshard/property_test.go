@@ -326,8 +326,8 @@ func TestIdenticalConflicts(t *testing.T) {
 // holds, nothing sent and the workflow standing, however long; a cancel then reverses every
 // tablet type back to the source (ends Reversed, the record back on shard 0 with the target
 // kept for a new switch), and a Finalize instead completes. With finalize_after the hold
-// ends on its own, at that timer and no other, a Finalize before it cancels it, and a
-// restart in the hold sets it again.
+// ends on its own, at that timer and no other, a Finalize or a cancel before it cancels
+// it, and a restart in the hold sets it again.
 func TestHoldKeepsReverse(t *testing.T) {
 	hold := func(o vreshard.Options) *driver {
 		st := fixture()
@@ -374,6 +374,13 @@ func TestHoldKeepsReverse(t *testing.T) {
 	d.settle()
 	require.Empty(t, d.violations())
 	require.Equal(t, vreshard.Completed, d.done.Outcome)
+
+	d = hold(vreshard.Options{FinalizeAfter: 60_000})
+	d.feed(vreshard.CancelRequest{})
+	require.NotContains(t, d.timers, "finalize:customer/wf/hold", "a cancel in the hold leaves the finalize_after timer armed")
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Reversed, d.done.Outcome)
 
 	d = hold(vreshard.Options{FinalizeAfter: 60_000})
 	d.finalize()
