@@ -27,6 +27,7 @@ func TestOptionsAndDefaults(t *testing.T) {
 		{"given", vreshard.Options{RetryAfter: 40, Attempts: 2, PollEvery: 7}, 40, 2, 7, false},
 		{"defaults", vreshard.Options{}, 500, 3, 1000, false},
 		{"no rand", vreshard.Options{RetryAfter: 40, Attempts: 2, PollEvery: 7}, 40, 2, 7, true},
+		{"two ms", vreshard.Options{RetryAfter: 2, Attempts: 2, PollEvery: 7}, 2, 2, 7, false}, // jitter 0 or 1 ms
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := fixture()

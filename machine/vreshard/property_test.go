@@ -46,7 +46,17 @@ func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
 }
 
 func (d *driver) feed(in vreshard.Input) {
-	for _, c := range d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: machine.Discard}, in) {
+	var rec machine.Recorder
+	cmds := d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: &rec}, in)
+	if r, ok := in.(vreshard.Reply); ok {
+		// The event of a step's reply says whether it succeeded, as the reply did.
+		for _, e := range rec.Events {
+			if v, has := e.Get("ok"); has && v.Bool() != (r.Err == nil) {
+				d.w.violate("%s for a reply with error %v", e, r.Err)
+			}
+		}
+	}
+	for _, c := range cmds {
 		d.log = append(d.log, c.String())
 		if t, ok := c.(vreshard.SetTimer); ok {
 			d.armed = append(d.armed, armed{t.ID, t.At - d.now})
