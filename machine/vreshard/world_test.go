@@ -3,6 +3,7 @@ package vreshard_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -120,6 +121,14 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		}
 		if c.Expect != w.store.Version {
 			return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Conflict: w.store.Clone(), Err: errors.New("conflict")}
+		}
+		if same := c.Record.Clone(); same != nil {
+			same.Version = w.store.Version
+			if reflect.DeepEqual(same, w.store) {
+				// The mirror writes only a change: every write bumps the version other
+				// controllers compare-and-set against.
+				w.violate("the record write %s changes nothing but the version", c.Step)
+			}
 		}
 		w.write(c.Record)
 		return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Version: w.store.Version, Err: fail}
