@@ -116,6 +116,9 @@ proof:
 # MUTATE_OUT. It takes hours on 2 loaded cores (cutover alone has ~600 mutants).
 # The triage of what survives (mutants per package, which are equivalent and why, which
 # gremlins cannot see and were checked by hand) is machine/MUTATION.md: re-check it there.
+# gremlins mutates every file under the directory it is given, subpackages too, and runs only
+# that package's tests: -E / keeps each run to the package's own files (./machine alone
+# would otherwise report the whole tree's mutants as surviving its tests).
 # Do not pass gremlins --test-cpu: v0.6.0 hands "-cpu N" to go test as one argument, every
 # run fails to start and every mutant is reported KILLED.
 GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
@@ -126,7 +129,7 @@ MUTATE_OUT  ?= $${TMPDIR:-/tmp}/loam-mutate
 mutate:
 	@mkdir -p $(MUTATE_OUT); set -e; for p in $(MUTATE_PKGS); do \
 	  echo "== $$p"; \
-	  GOFLAGS="$$($(GO) env GOFLAGS) -skip=$(MUTATE_SKIP)" $(GREMLINS) unleash --timeout-coefficient 10 \
+	  GOFLAGS="$$($(GO) env GOFLAGS) -skip=$(MUTATE_SKIP)" $(GREMLINS) unleash --timeout-coefficient 10 -E / \
 	    -S lct -o $(MUTATE_OUT)/$$(echo $$p | tr ./ _).json $$p; \
 	done
 # ---- end mutate ----

@@ -49,6 +49,7 @@ func TestParseLineRejectsNonCanonical(t *testing.T) {
 		`{"spec":"S","action":"A","t":1,"x":2}`, `{"spec":"S","action":"A","x":1,"x":2,"t":1}`,
 		`{"spec":"S","action":"A","t":1}{}`, `{"spec":"S","action":"A","t":1} x`,
 		`{"spec":"","action":"A","t":1}`, `{"spec":"S","action":"A","x":99999999999999999999,"t":1}`,
+		`{"spec":"S","x":1,"action":"A","t":1}`,
 	} {
 		_, err := machine.ParseLine([]byte(line))
 		require.ErrorIs(t, err, machine.ErrBadTrace, "line %q", line)

@@ -119,7 +119,7 @@ func (TimerFired) isInput()    {}
 
 // Options tune the reshard. Zero values take the defaults named on each field.
 type Options struct {
-	// MaxLagMs is the replication lag under which the copy counts as caught up. Default 5000.
+	// MaxLagMs is the replication lag at or under which the copy counts as caught up. Default 5000.
 	MaxLagMs int64
 	// PollEvery is how often Status and VDiff are asked again while they are not done, ms.
 	// Default 1000.

@@ -352,13 +352,6 @@ func (m *Machine) fits(step string, attempt int) bool {
 	return true
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 func (m *Machine) answer(ctx *machine.Ctx, in Input) {
 	switch in := in.(type) {
 	case Inspected:
@@ -573,13 +566,11 @@ func (m *Machine) mirrored(ctx *machine.Ctx, version uint64, wrote bool) {
 	m.enter(ctx, after)
 }
 
-// turnBack cancels (the writes not switched) or reverses (switched).
+// turnBack cancels (the writes not switched) or reverses (switched). Every caller has set
+// m.s.Reason: the operator's cancel or the failure that turns the reshard back.
 func (m *Machine) turnBack(ctx *machine.Ctx) {
 	switch {
 	case m.s.WritesSwitched:
-		if m.s.Reason == "" {
-			m.s.Reason = "cancelled by an operator after the writes switched; traffic reversed to the source shards"
-		}
 		ctx.Emit(Spec, ActReverse, machine.S("reason", m.s.Reason))
 		m.enter(ctx, stReverse)
 	case m.s.ReadsSwitched:

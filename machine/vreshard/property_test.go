@@ -46,7 +46,17 @@ func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
 }
 
 func (d *driver) feed(in vreshard.Input) {
-	for _, c := range d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: machine.Discard}, in) {
+	var rec machine.Recorder
+	cmds := d.m.On(&machine.Ctx{Now: d.now, Rand: d.rng, Trace: &rec}, in)
+	if r, ok := in.(vreshard.Reply); ok {
+		// The event of a step's reply says whether it succeeded, as the reply did.
+		for _, e := range rec.Events {
+			if v, has := e.Get("ok"); has && v.Bool() != (r.Err == nil) {
+				d.w.violate("%s for a reply with error %v", e, r.Err)
+			}
+		}
+	}
+	for _, c := range cmds {
 		d.log = append(d.log, c.String())
 		if t, ok := c.(vreshard.SetTimer); ok {
 			d.armed = append(d.armed, armed{t.ID, t.At - d.now})
@@ -326,8 +336,8 @@ func TestIdenticalConflicts(t *testing.T) {
 // holds, nothing sent and the workflow standing, however long; a cancel then reverses every
 // tablet type back to the source (ends Reversed, the record back on shard 0 with the target
 // kept for a new switch), and a Finalize instead completes. With finalize_after the hold
-// ends on its own, at that timer and no other, a Finalize before it cancels it, and a
-// restart in the hold sets it again.
+// ends on its own, at that timer and no other, a Finalize or a cancel before it cancels
+// it, and a restart in the hold sets it again.
 func TestHoldKeepsReverse(t *testing.T) {
 	hold := func(o vreshard.Options) *driver {
 		st := fixture()
@@ -374,6 +384,13 @@ func TestHoldKeepsReverse(t *testing.T) {
 	d.settle()
 	require.Empty(t, d.violations())
 	require.Equal(t, vreshard.Completed, d.done.Outcome)
+
+	d = hold(vreshard.Options{FinalizeAfter: 60_000})
+	d.feed(vreshard.CancelRequest{})
+	require.NotContains(t, d.timers, "finalize:customer/wf/hold", "a cancel in the hold leaves the finalize_after timer armed")
+	d.settle()
+	require.Empty(t, d.violations())
+	require.Equal(t, vreshard.Reversed, d.done.Outcome)
 
 	d = hold(vreshard.Options{FinalizeAfter: 60_000})
 	d.finalize()

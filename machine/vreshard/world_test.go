@@ -3,6 +3,7 @@ package vreshard_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -26,13 +27,17 @@ type world struct {
 	verified                     bool
 	finalized                    bool // the operator's Finalize (or finalize_after's timer) reached the machine
 
+	lags       []int64        // the LagMs of successive Status answers, the last one repeated (none: 100)
+	lastLag    int64          // the lag the last Status answer showed
+	maxLag     int64          // the start's MaxLagMs: a VDiff sent after a poll showing more trips a check
 	bumps      int            // identical writes of another writer to come, one before each CAS
+	changes    int            // routing changes of another writer to come (a new generation), one before each CAS
 	effects    map[string]int // effective applications per step
 	violations []string
 }
 
 func newWorld(rec *shardmap.Record) *world {
-	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2}
+	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2, maxLag: 5000}
 }
 
 func (w *world) violate(format string, a ...any) {
@@ -109,9 +114,21 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		if w.bumps > 0 { // another writer stores the same content as a new version first
 			w.bumps--
 			w.store.Version++
+		} else if w.changes > 0 { // another writer changes the routing: a new generation
+			w.changes--
+			w.store.Version++
+			w.store.Generation++
 		}
 		if c.Expect != w.store.Version {
 			return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Conflict: w.store.Clone(), Err: errors.New("conflict")}
+		}
+		if same := c.Record.Clone(); same != nil {
+			same.Version = w.store.Version
+			if reflect.DeepEqual(same, w.store) {
+				// The mirror writes only a change: every write bumps the version other
+				// controllers compare-and-set against.
+				w.violate("the record write %s changes nothing but the version", c.Step)
+			}
 		}
 		w.write(c.Record)
 		return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Version: w.store.Version, Err: fail}
@@ -127,8 +144,15 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		}
 		w.statusPolls++
 		copying := w.statusPolls <= w.copyPolls
-		return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Copying: copying, LagMs: 100, Rows: 1000, Err: fail}
+		w.lastLag = 100
+		if n := len(w.lags); n > 0 {
+			w.lastLag = w.lags[min(w.statusPolls, n)-1]
+		}
+		return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Copying: copying, LagMs: w.lastLag, Rows: 1000, Err: fail}
 	case vreshard.VDiff:
+		if w.lastLag > w.maxLag {
+			w.violate("VDiff %s sent after a poll showed a lag of %d ms, over MaxLagMs %d: the copy had not caught up", c.Step, w.lastLag, w.maxLag)
+		}
 		if !uuidV4.MatchString(c.UUID) {
 			w.violate("VDiff %s with id %q: vtctld takes only a UUID", c.Step, c.UUID)
 		}
@@ -241,6 +265,9 @@ func (w *world) checkEnd(d vreshard.Done) {
 	}
 	if d.Generation != w.store.Generation {
 		w.violate("done at generation %d, the store has %d", d.Generation, w.store.Generation)
+	}
+	if (d.Outcome == vreshard.Completed) != (d.Reason == "") {
+		w.violate("done %v with reason %q: every end but completion says why", d.Outcome, d.Reason)
 	}
 	switch d.Outcome {
 	case vreshard.Completed:
