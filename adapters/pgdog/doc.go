@@ -162,9 +162,18 @@
 //     (pgdog/src/frontend/client/mod.rs, client_messages) and survives RELOAD, then
 //     PAUSE <user> <db> for the client users only; Resume sends RESUME <db>, then
 //     MAINTENANCE OFF <db>.
-//   - Seen and not yet explained (the fenced cutover under load, TestRealPgDogFenced...,
-//     2026-12-02): once, an accepted CUTOVER whose task stayed running/replicating for
-//     four minutes.
+//   - A client of d that its CUTOVER released (the cutover ends maintenance for the whole
+//     instance) is routed by the layout the swap made and waits at a checkout there, the
+//     layout being fenced, until checkout_timeout refuses it; a RELOAD of d within that
+//     time retries it on the reloaded layout with the old shard index (Connection::connect
+//     above). Seen once in the reverse scenario (2026-12-03): a write of d's stored once on
+//     the source, on shard 0 where its key hashes to shard 1. The window is the time from
+//     the reverse CUTOVER to d's RELOAD, bounded by checkout_timeout
+//     (render.PgDogOptions.CheckoutTimeout); not fixed yet.
+//   - Seen and not yet explained (the fenced cutover under load, TestRealPgDogFenced...):
+//     once, an accepted CUTOVER whose task stayed running/replicating for four minutes
+//     (2026-12-02); once, 47 acknowledged writes missing from the source after a reverse
+//     (2026-12-03, before the test logged where missing writes are: logMissing).
 //
 // The package's tests run the adapter against a protocol-level stand-in built with
 // pgproto3 (standin_test.go; tests named TestStandIn), which replays what a real PgDog
