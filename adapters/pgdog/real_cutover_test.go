@@ -266,9 +266,11 @@ func (c cutResharder) Cutover(ctx context.Context, task int64) error {
 	if c.r.scenario == cutRollback {
 		// After a while, as a CUTOVER whose answer was lost would: failing at once, the
 		// three tries end within milliseconds of the fence, and no write of pgdog-3's
-		// clients (one at a time each) falls inside the fence window the check reads.
+		// clients (one at a time each) falls inside the fence window the check reads. A
+		// refused write takes checkout_timeout (500 ms) and a reconnect: at 300 ms a try,
+		// none fell inside (2026-12-03, PgDog 9918e963).
 		select {
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(time.Second):
 		case <-ctx.Done():
 		}
 		return fmt.Errorf("CUTOVER %d failed (injected by the rollback scenario, not sent)", task)
@@ -580,9 +582,13 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, r.rec.Target.Shards, rec.Shards, "the record serves the new layout")
 
 		// Q306: pgdog-1 swapped its routing at CUTOVER, pgdog-2 reloaded generation 3;
-		// both route every key to the same destination shard. pgdog-3 restarts on the
-		// files the cutover wrote and routes there too.
+		// both route every key to the same destination shard. The finalized generation's
+		// files are ConfigPush's to write (Done names it; the machine writes none at
+		// finalize): written here as it would, pgdog-3 restarts on them and routes there
+		// too.
 		r.checkSameRouting(t, []string{"pgdog-1", "pgdog-2"}, r.dstDBs, probeKeys())
+		require.Equal(t, rec.Generation, o.done.Generation, "Done names the generation stored")
+		require.NoError(t, r.WriteFiles(context.Background(), rec.Generation, r.render(rec)))
 		r.procs["pgdog-3"].Restart(t)
 		waitAdmin(t, r.insts["pgdog-3"], r.procs["pgdog-3"])
 		obs, err := r.insts["pgdog-3"].Observe(context.Background())
