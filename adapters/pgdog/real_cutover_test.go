@@ -479,10 +479,11 @@ func exactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, 
 }
 
 // logMissing logs, for the acknowledged writes missing from where, which instance took
-// them, when (from the start of the fence), and whether the destination shards hold them.
-func (r *pgCutRun) logMissing(t *testing.T, o pgCutOutcome, where map[int64][]int) {
+// them, when (from the start of the fence), and whether the other layout's shards (srv,
+// dbs) hold them.
+func (r *pgCutRun) logMissing(t *testing.T, o pgCutOutcome, where map[int64][]int, srv *pgtest.Server, dbs []string) {
 	t.Helper()
-	dstWhere, _ := loadcheck.Stored(t, r.dst, r.dstDBs)
+	otherWhere, _ := loadcheck.Stored(t, srv, dbs)
 	r.mu.Lock()
 	fenced := r.fencedAt
 	r.mu.Unlock()
@@ -492,7 +493,7 @@ func (r *pgCutRun) logMissing(t *testing.T, o pgCutOutcome, where map[int64][]in
 			continue
 		}
 		if n++; n <= 20 {
-			t.Logf("missing: key %d by %s, started %v after the first fence, ended %v; on destination shards %v", w.Key, w.Router, w.Start.Sub(fenced).Round(time.Millisecond), (w.Start.Sub(fenced) + w.Latency).Round(time.Millisecond), dstWhere[w.Key])
+			t.Logf("missing: key %d by %s, started %v after the first fence, ended %v; on the other layout's shards %v", w.Key, w.Router, w.Start.Sub(fenced).Round(time.Millisecond), (w.Start.Sub(fenced) + w.Latency).Round(time.Millisecond), otherWhere[w.Key])
 		}
 	}
 	if n > 0 {
@@ -568,6 +569,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, []string{"pgdog-3"}, o.done.Missed, "pgdog-3 could not be paused")
 		require.Equal(t, []string{"pgdog-3"}, o.done.Lagging, "pgdog-3 could not be reloaded")
 		dstWhere, _ := loadcheck.Stored(t, dst, r.dstDBs)
+		r.logMissing(t, o, dstWhere, src, r.srcDBs)
 		require.Zero(t, exactlyOnce(t, dstWhere, o.writes, pgCutDst, "destination"), "acknowledged writes lost")
 		srcWhere, srcBy := loadcheck.Stored(t, src, r.srcDBs)
 		r.checkStale(t, o, srcWhere, srcBy)
@@ -619,7 +621,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		o := r.drive(2 * time.Second)
 		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s\n%s", o.done.Reason, r.logs.String(), r.procs["pgdog-1"].LogTail())
 		srcWhere, _ := loadcheck.Stored(t, src, r.srcDBs)
-		r.logMissing(t, o, srcWhere)
+		r.logMissing(t, o, srcWhere, dst, r.dstDBs)
 		require.Zero(t, exactlyOnce(t, srcWhere, o.writes, pgCutSrc, "source after the reverse"), "acknowledged writes lost")
 		rec, err := r.store.Read(context.Background(), r.dbRef)
 		require.NoError(t, err)
