@@ -248,38 +248,87 @@ func (i *Instance) withName(op, cmd string, kinds []string, names ...string) (st
 // the old config stays active and the error matches ErrExecution.
 func (i *Instance) Reload(ctx context.Context) error { return i.command(ctx, "Reload", "RELOAD") }
 
-// Pause implements adapters.RouterInstance: PAUSE <database> (bare PAUSE, every pool, when
-// database is ""). Checkouts wait until RESUME.
+// Pause implements adapters.RouterInstance (database "" for every database). It holds
+// the clients before their next transaction is routed (MAINTENANCE ON <database>), then
+// pauses the pools of the database's client users (PAUSE <user> <database> for each user of
+// a SHOW POOLS row of the database that is not the schema admin), which SHOW POOLS, and so
+// Observe, reports. Not PAUSE <database>, for two things PgDog 9918e963 does:
+//
+//   - A query held at a paused pool was routed already. When a RELOAD or a CUTOVER
+//     replaces the pool, the query's checkout fails as offline and the connection retries
+//     it on the new cluster with the route it had (pgdog/src/backend/pool/connection/
+//     mod.rs, Connection::connect), so a write held across a change of layout lands on
+//     the shard with the index the old layout gave it. Maintenance mode holds a client
+//     before its request is routed (pgdog/src/frontend/client/mod.rs, client_messages),
+//     and the hold survives RELOAD (pgdog/src/backend/maintenance_mode.rs).
+//   - PAUSE <database> pauses every user's pools of the database, the schema admin's too
+//     (pgdog/src/admin/pause.rs), and PgDog's own resharding checks connections out of
+//     those (the publisher's table listing and slot creation, pgdog/src/backend/
+//     replication/logical/publisher/publisher_impl.rs). A pool that a swap or a RELOAD
+//     rebuilds on the same addresses inherits the pause (pgdog/src/backend/pool/
+//     pool_impl.rs, move_conns_to): the reverse CUTOVER, whose swap rebuilds the source's
+//     pools where they were (see Cutover), then failed with "pool: checkout timeout".
+//
+// A query already routed and waiting for a pool when MAINTENANCE ON lands can still be
+// held at the PAUSE; the window is the time between the two commands.
 func (i *Instance) Pause(ctx context.Context, database string) error {
-	cmd, err := i.withName("Pause", "PAUSE", []string{"database"}, database)
+	if err := i.maintenance(ctx, "Pause", true, database); err != nil {
+		return err
+	}
+	pools, err := i.Pools(ctx)
 	if err != nil {
 		return err
 	}
-	return i.command(ctx, "Pause", cmd)
+	seen := map[[2]string]bool{}
+	for _, p := range pools {
+		k := [2]string{p.User, p.Database}
+		if p.SchemaAdmin || database != "" && p.Database != database || seen[k] {
+			continue
+		}
+		seen[k] = true
+		cmd, err := i.withName("Pause", "PAUSE", []string{"user", "database"}, p.User, p.Database)
+		if err != nil {
+			return err
+		}
+		if err := i.command(ctx, "Pause", cmd); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Resume implements adapters.RouterInstance: RESUME <database> (bare RESUME when "").
+// Resume implements adapters.RouterInstance: RESUME <database> (bare RESUME when ""), then
+// MAINTENANCE OFF <database>, releasing both holds Pause takes. The pools are resumed
+// first, so the clients maintenance releases find them open.
 func (i *Instance) Resume(ctx context.Context, database string) error {
 	cmd, err := i.withName("Resume", "RESUME", []string{"database"}, database)
 	if err != nil {
 		return err
 	}
-	return i.command(ctx, "Resume", cmd)
+	if err := i.command(ctx, "Resume", cmd); err != nil {
+		return err
+	}
+	return i.maintenance(ctx, "Resume", false, database)
 }
 
 // Maintenance sends MAINTENANCE ON|OFF [database]: clients are held before their next
 // transaction. The hold survives RELOAD; a global OFF clears every hold, per-database ones
 // included; and no admin command reports it, so Observe cannot show it.
 func (i *Instance) Maintenance(ctx context.Context, on bool, database string) error {
+	return i.maintenance(ctx, "Maintenance", on, database)
+}
+
+// maintenance is Maintenance for op, the operation its errors name.
+func (i *Instance) maintenance(ctx context.Context, op string, on bool, database string) error {
 	cmd := "MAINTENANCE OFF"
 	if on {
 		cmd = "MAINTENANCE ON"
 	}
-	cmd, err := i.withName("Maintenance", cmd, []string{"database"}, database)
+	cmd, err := i.withName(op, cmd, []string{"database"}, database)
 	if err != nil {
 		return err
 	}
-	return i.command(ctx, "Maintenance", cmd)
+	return i.command(ctx, op, cmd)
 }
 
 func (i *Instance) show(ctx context.Context, op, what string) (Reply, error) {

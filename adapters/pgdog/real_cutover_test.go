@@ -177,10 +177,15 @@ func newPgCutRun(t *testing.T, src, dst *pgtest.Server, sc cutScenario) *pgCutRu
 }
 
 func (r *pgCutRun) render(rec *shardmap.Record) render.Files {
-	fs, err := render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+	fs, err := render.PgDog(rec, r.creds, pgCutOptions)
 	require.NoError(r.t, err)
 	return fs
 }
+
+// pgCutOptions: pgdog-3's writes to the fenced source wait for a login that fails until
+// checkout_timeout refuses them; at PgDog's default, 5 s, every one started inside the
+// fence window (2 to 4 s) ended after it, and the stale check had nothing to check.
+var pgCutOptions = render.PgDogOptions{TLS: render.TLS{Insecure: true}, CheckoutTimeout: 500 * time.Millisecond}
 
 func (r *pgCutRun) server(b shardmap.Backend) *pgtest.Server {
 	if int(b.Port) == r.src.Port {
@@ -261,9 +266,11 @@ func (c cutResharder) Cutover(ctx context.Context, task int64) error {
 	if c.r.scenario == cutRollback {
 		// After a while, as a CUTOVER whose answer was lost would: failing at once, the
 		// three tries end within milliseconds of the fence, and no write of pgdog-3's
-		// clients (one at a time each) falls inside the fence window the check reads.
+		// clients (one at a time each) falls inside the fence window the check reads. A
+		// refused write takes checkout_timeout (500 ms) and a reconnect: at 300 ms a try,
+		// none fell inside (2026-12-03, PgDog 9918e963).
 		select {
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(time.Second):
 		case <-ctx.Done():
 		}
 		return fmt.Errorf("CUTOVER %d failed (injected by the rollback scenario, not sent)", task)
@@ -405,7 +412,7 @@ func (r *pgCutRun) drive(steady time.Duration) pgCutOutcome {
 	}
 	done := make(chan cutover.Done, 1)
 	exec := &driver.CutoverExecutor{DB: r.dbRef, Store: r.store, Target: r, Render: func(rec *shardmap.Record) (render.Files, error) {
-		return render.PgDog(rec, r.creds, render.PgDogOptions{TLS: render.TLS{Insecure: true}})
+		return render.PgDog(rec, r.creds, pgCutOptions)
 	},
 		Instance:  driver.Lookup(insts),
 		Resharder: driver.Lookup(map[string]adapters.Resharder{"pgdog-1": cutResharder{r.insts["pgdog-1"], r}}),
@@ -469,6 +476,29 @@ func exactlyOnce(t *testing.T, where map[int64][]int, writes []refrouter.Write, 
 	lost, err := loadcheck.ExactlyOnce(where, writes, n, nil)
 	require.NoError(t, err, what)
 	return lost
+}
+
+// logMissing logs, for the acknowledged writes missing from where, which instance took
+// them, when (from the start of the fence), and whether the other layout's shards (srv,
+// dbs) hold them.
+func (r *pgCutRun) logMissing(t *testing.T, o pgCutOutcome, where map[int64][]int, srv *pgtest.Server, dbs []string) {
+	t.Helper()
+	otherWhere, _ := loadcheck.Stored(t, srv, dbs)
+	r.mu.Lock()
+	fenced := r.fencedAt
+	r.mu.Unlock()
+	n := 0
+	for _, w := range o.writes {
+		if !w.Acked() || len(where[w.Key]) > 0 {
+			continue
+		}
+		if n++; n <= 20 {
+			t.Logf("missing: key %d by %s, started %v after the first fence, ended %v; on the other layout's shards %v", w.Key, w.Router, w.Start.Sub(fenced).Round(time.Millisecond), (w.Start.Sub(fenced) + w.Latency).Round(time.Millisecond), otherWhere[w.Key])
+		}
+	}
+	if n > 0 {
+		t.Logf("%d acknowledged writes missing\n%s", n, r.logs.String())
+	}
 }
 
 // failed: a write PgDog answered with an error.
@@ -539,6 +569,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, []string{"pgdog-3"}, o.done.Missed, "pgdog-3 could not be paused")
 		require.Equal(t, []string{"pgdog-3"}, o.done.Lagging, "pgdog-3 could not be reloaded")
 		dstWhere, _ := loadcheck.Stored(t, dst, r.dstDBs)
+		r.logMissing(t, o, dstWhere, src, r.srcDBs)
 		require.Zero(t, exactlyOnce(t, dstWhere, o.writes, pgCutDst, "destination"), "acknowledged writes lost")
 		srcWhere, srcBy := loadcheck.Stored(t, src, r.srcDBs)
 		r.checkStale(t, o, srcWhere, srcBy)
@@ -553,9 +584,13 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, r.rec.Target.Shards, rec.Shards, "the record serves the new layout")
 
 		// Q306: pgdog-1 swapped its routing at CUTOVER, pgdog-2 reloaded generation 3;
-		// both route every key to the same destination shard. pgdog-3 restarts on the
-		// files the cutover wrote and routes there too.
+		// both route every key to the same destination shard. The finalized generation's
+		// files are ConfigPush's to write (Done names it; the machine writes none at
+		// finalize): written here as it would, pgdog-3 restarts on them and routes there
+		// too.
 		r.checkSameRouting(t, []string{"pgdog-1", "pgdog-2"}, r.dstDBs, probeKeys())
+		require.Equal(t, rec.Generation, o.done.Generation, "Done names the generation stored")
+		require.NoError(t, r.WriteFiles(context.Background(), rec.Generation, r.render(rec)))
 		r.procs["pgdog-3"].Restart(t)
 		waitAdmin(t, r.insts["pgdog-3"], r.procs["pgdog-3"])
 		obs, err := r.insts["pgdog-3"].Observe(context.Background())
@@ -586,6 +621,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		o := r.drive(2 * time.Second)
 		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s\n%s", o.done.Reason, r.logs.String(), r.procs["pgdog-1"].LogTail())
 		srcWhere, _ := loadcheck.Stored(t, src, r.srcDBs)
+		r.logMissing(t, o, srcWhere, dst, r.dstDBs)
 		require.Zero(t, exactlyOnce(t, srcWhere, o.writes, pgCutSrc, "source after the reverse"), "acknowledged writes lost")
 		rec, err := r.store.Read(context.Background(), r.dbRef)
 		require.NoError(t, err)

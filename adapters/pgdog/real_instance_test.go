@@ -136,6 +136,71 @@ func TestRealPgDogPauseHoldsResumeReleases(t *testing.T) {
 	require.True(t, pausedAfterReload, "PAUSE survives RELOAD")
 }
 
+// TestRealPgDogHeldWriteRoutedByTheLayoutInForce: a write Pause holds while the instance
+// reloads onto another layout is routed, once Resume releases it, by the layout then
+// loaded. Held by PAUSE <db> alone, it had been routed before the hold: the reload took
+// its pool offline and PgDog retried it on the new pools with the shard index the old
+// layout gave it (pgdog/src/backend/pool/connection/mod.rs, Connection::connect), the
+// rows the fenced cutover found on the destination shard with their source shard's index.
+func TestRealPgDogHeldWriteRoutedByTheLayoutInForce(t *testing.T) {
+	srv := realServer(t)
+	dbs := shards(t, srv, "held", 3, true)
+	p, i := startPgDog(t, realRecord(srv, 1, dbs[:2]...))
+	ctx := context.Background()
+	c := clientConn(t, p, "app")
+	var key int64 = 1 // a key the two layouts put on shards of different indexes
+	for pghash.ShardOfInt8(key, 2) == pghash.ShardOfInt8(key, 3) {
+		key++
+	}
+	_, err := c.Exec(ctx, "INSERT INTO orders (id, v) VALUES (0, 'before')")
+	require.NoError(t, err, p.LogTail())
+
+	require.NoError(t, i.Pause(ctx, "app"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, "INSERT INTO orders (id, v) VALUES ("+strconv.FormatInt(key, 10)+", 'held')")
+		done <- err
+	}()
+	waitClientWaiting(t, i, p)
+	_, err = i.Apply(ctx, 2, renderFiles(t, realRecord(srv, 2, dbs...)))
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		t.Fatalf("the held write went through before Resume: %v", err)
+	default:
+	}
+	require.NoError(t, i.Resume(ctx, "app"))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Resume did not release the held write")
+	}
+	require.Equal(t, []int{int(pghash.ShardOfInt8(key, 3))}, holders(t, srv, dbs, key),
+		"key %d is on the shard the reloaded three-shard layout routes it to, not on shard %d, its index in the two-shard layout", key, pghash.ShardOfInt8(key, 2))
+}
+
+// waitClientWaiting waits until SHOW CLIENTS lists a client of app held ("waiting").
+func waitClientWaiting(t *testing.T, i *pgdog.Instance, p *pgdogtest.Instance) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := i.Exec(context.Background(), "ShowClients", "SHOW CLIENTS")
+		require.NoError(t, err)
+		col := map[string]int{}
+		for j, c := range r.Columns {
+			col[c] = j
+		}
+		for _, row := range r.Rows {
+			if string(row[col["database"]]) == "app" && string(row[col["user"]]) == "app" && string(row[col["state"]]) == "waiting" {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no client of app is held: %q\n%s", r.Rows, p.LogTail())
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func slicesContains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {

@@ -61,6 +61,9 @@ func TestRealPgDogTranscript(t *testing.T) {
 	r.do("resume db", "RESUME app")
 	r.do("pause all", "PAUSE")
 	r.do("resume all", "RESUME")
+	r.do("pause user db", "PAUSE app app") // Pause: the client user's pools only
+	r.do("show pools", "SHOW POOLS")
+	r.do("resume db", "RESUME app")
 	r.do("maintenance on db", "MAINTENANCE ON app")
 	r.do("maintenance off db", "MAINTENANCE OFF app")
 	r.do("maintenance on all", "MAINTENANCE ON")

@@ -230,6 +230,21 @@ func TestStandInPauseResumeMaintenance(t *testing.T) {
 	var err error
 
 	require.NoError(t, i.Pause(ctx, "app"))
+	// Maintenance first (it holds clients before their request is routed), then the
+	// client user's pools only: the schema admin's stay open for PgDog's own resharding.
+	require.Equal(t, []string{"MAINTENANCE ON app", "SHOW POOLS", "PAUSE app app"}, s.Received()[len(s.Received())-3:])
+	pools, err := i.Pools(ctx)
+	require.NoError(t, err)
+	admin := 0
+	for _, p := range pools {
+		if p.Database == "app" {
+			require.Equal(t, !p.SchemaAdmin, p.Paused, "pool %s/%s: paused unless it is the schema admin's", p.User, p.Database)
+			if p.SchemaAdmin {
+				admin++
+			}
+		}
+	}
+	require.NotZero(t, admin, "the files name a schema admin on app")
 	o, err := i.Observe(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"app"}, o.Paused)
@@ -239,6 +254,7 @@ func TestStandInPauseResumeMaintenance(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"app"}, o.Paused, "paused pools stay paused across RELOAD")
 	require.NoError(t, i.Resume(ctx, "app"))
+	require.Equal(t, []string{"RESUME app", "MAINTENANCE OFF app"}, s.Received()[len(s.Received())-2:])
 	o, err = i.Observe(ctx)
 	require.NoError(t, err)
 	require.Empty(t, o.Paused)
@@ -248,10 +264,11 @@ func TestStandInPauseResumeMaintenance(t *testing.T) {
 	require.NoError(t, i.Pause(ctx, ""))
 	o, err = i.Observe(ctx)
 	require.NoError(t, err)
-	require.Contains(t, o.Paused, "app", "a bare PAUSE pauses every pool")
+	require.Contains(t, o.Paused, "app", "Pause of every database pauses the client pools of each")
 	require.NoError(t, i.Resume(ctx, ""))
 
-	require.Subset(t, s.Received(), []string{"PAUSE app", "RESUME app", "MAINTENANCE ON app", "MAINTENANCE OFF", "PAUSE", "RESUME", "RELOAD"})
+	require.Subset(t, s.Received(), []string{"PAUSE app app", "RESUME app", "MAINTENANCE ON app", "MAINTENANCE OFF app", "MAINTENANCE ON", "MAINTENANCE OFF", "RESUME", "RELOAD"})
+	require.NotContains(t, s.Received(), "PAUSE app", "never every user's pools of app")
 }
 
 // TestStandInNamesCheckedBeforeSending: PgDog lowercases the whole command, so "PAUSE App"
@@ -468,7 +485,7 @@ func TestStandInRefusesWhatNoTranscriptHolds(t *testing.T) {
 	s := startStandIn(t, dir)
 	i := newInstance(t, s, dir)
 	ctx := context.Background()
-	for _, cmd := range []string{"SHOW CLIENTS", "PAUSE app app"} {
+	for _, cmd := range []string{"SHOW CLIENTS", "RESUME app app"} {
 		_, err := i.Exec(ctx, "raw", cmd)
 		require.ErrorContains(t, err, "no recorded PgDog reply holds "+strconv.Quote(cmd))
 		var re *adapters.RouterError
@@ -478,7 +495,7 @@ func TestStandInRefusesWhatNoTranscriptHolds(t *testing.T) {
 	u := s.TakeUnrecorded()
 	require.Len(t, u, 2)
 	require.Contains(t, u[0], `SHOW CLIENTS: no recorded exchange is labelled "show clients"`)
-	require.Contains(t, u[1], `"pause user db"`)
+	require.Contains(t, u[1], `"resume user db"`)
 	// The check itself: a reply that differs from every recording of its label.
 	tr, err := recorded()
 	require.NoError(t, err)

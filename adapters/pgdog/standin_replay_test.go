@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -72,12 +73,20 @@ func replaySession(t *testing.T, session []Exchange) {
 		if want.Label == "show tasks" {
 			// The tasks' progress is the real Postgres's: put the recorded states in,
 			// oldest task first (finishing a cutover starts the next).
+			// A replicating task is listed without its replication subtask until the
+			// stream is set up; which the recording shows is put in too.
+			streamed := false
 			for _, row := range slices.Backward(want.Rows) {
-				if id := rowCell(want, row, "id"); id != nil {
-					n, err := strconv.ParseInt(*id, 10, 64)
-					require.NoError(t, err)
-					s.SetTask(n, deref(rowCell(want, row, "status")), deref(rowCell(want, row, "inner_status")), nil)
+				id := rowCell(want, row, "id")
+				if id == nil {
+					streamed = streamed || strings.HasPrefix(deref(rowCell(want, row, "type")), "replication ")
+					continue
 				}
+				n, err := strconv.ParseInt(*id, 10, 64)
+				require.NoError(t, err)
+				s.SetTask(n, deref(rowCell(want, row, "status")), deref(rowCell(want, row, "inner_status")), nil)
+				s.SetUnstreamed(n, !streamed)
+				streamed = false
 			}
 		}
 		got := r.do(want.Label, want.Command)

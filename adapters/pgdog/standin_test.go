@@ -86,6 +86,9 @@ type siTask struct {
 	// it so, and the next one shows it done.
 	cutting, shown bool
 	suffix         string // " (reverse)" for the stream a cutover started
+	// unstreamed: replicating, but its replication subtask is not listed yet (recorded:
+	// PgDog sets the stage before it sets up the stream; see RootTasks).
+	unstreamed bool
 }
 
 // newStandIn starts a stand-in on 127.0.0.1 that was "started with" the files in dir.
@@ -167,6 +170,17 @@ func (s *standIn) SetTask(id int64, status, inner string, lag *int64) {
 				s.finishCutover(t)
 			}
 			t.status, t.inner, t.lag = status, inner, lag
+		}
+	}
+}
+
+// SetUnstreamed says whether the replicating task id lists no replication subtask yet.
+func (s *standIn) SetUnstreamed(id int64, unstreamed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tasks {
+		if t.id == id {
+			t.unstreamed = unstreamed
 		}
 	}
 }
@@ -601,6 +615,9 @@ func (t *siTask) subtasks() [][3]string {
 		return [][3]string{pre, {"copy_data", "started", ""}}
 	case "finalizing schema":
 		return [][3]string{pre, {"copy_data", "finished", ""}, {"schema_sync(post)", "running", "creating indexes"}}
+	}
+	if t.unstreamed && t.status == "running" && !t.cutting {
+		return [][3]string{pre, {"copy_data", "finished", ""}, {"schema_sync(post)", "finished", "creating indexes"}}
 	}
 	repl := [3]string{"replication", "running", "replicating"}
 	switch {

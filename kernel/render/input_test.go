@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -181,6 +182,28 @@ func TestTLSModes(t *testing.T) {
 	require.NoError(t, err)
 	cfg, _ = parsePgDog(t, fs)
 	require.Equal(t, "verify_ca", cfg.General["tls_verify"])
+}
+
+// TestCheckoutTimeout: PgDogOptions.CheckoutTimeout is rendered as checkout_timeout in
+// whole milliseconds, a key PgDog knows; zero leaves it out; a negative or sub-millisecond
+// one is refused.
+func TestCheckoutTimeout(t *testing.T) {
+	c := creds()
+	fs, err := PgDog(hashRecord(2, false), c, PgDogOptions{TLS: TLS{Insecure: true}, CheckoutTimeout: 750 * time.Millisecond})
+	require.NoError(t, err)
+	cfg, _ := parsePgDog(t, fs)
+	require.EqualValues(t, 750, cfg.General["checkout_timeout"])
+	require.Empty(t, checkKnownKeys(t, knownKeys(t), fs))
+	fs, err = PgDog(hashRecord(2, false), c, PgDogOptions{TLS: TLS{Insecure: true}})
+	require.NoError(t, err)
+	cfg, _ = parsePgDog(t, fs)
+	require.NotContains(t, cfg.General, "checkout_timeout")
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
+		_, err = PgDog(hashRecord(2, false), c, PgDogOptions{TLS: TLS{Insecure: true}, CheckoutTimeout: d})
+		var ie *InputError
+		require.ErrorAs(t, err, &ie, "%v", d)
+		require.Equal(t, "options.checkout_timeout", ie.Field, "%v", d)
+	}
 }
 
 // TestSecretNeverPrints: a Secret shows as [secret] under every fmt verb, inside structs,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"loam.dev/router/kernel/shardmap"
 )
@@ -23,6 +24,11 @@ type PgDogOptions struct {
 	// Branches are copies of the database on their own backends, reached by clients as
 	// <db>__<branch> (BranchDatabase). Each is rendered with the record's current scheme.
 	Branches []Branch
+	// CheckoutTimeout is how long a query may wait for a server connection before PgDog
+	// fails it (checkout_timeout, whole milliseconds; 0 leaves PgDog's default, 5 s). It is
+	// also how long a write of an instance a cutover missed waits on a fenced shard, whose
+	// logins fail, before it is refused.
+	CheckoutTimeout time.Duration
 }
 
 // Branch is one branch of the database.
@@ -72,7 +78,8 @@ var serverVerifyNames = []string{VerifyFull: "verify_full", VerifyCA: "verify_ca
 // PgDog renders pgdog.toml and users.toml for a record whose router is PgDog:
 //
 //   - [general]: auth_type = "scram" (SCRAM ends in PgDog), passthrough_auth = "disabled",
-//     cutover_save_config = false (the record, not PgDog's disk, is the truth), and TLS.
+//     cutover_save_config = false (the record, not PgDog's disk, is the truth),
+//     checkout_timeout when PgDogOptions.CheckoutTimeout is set, and TLS.
 //   - [[databases]]: for <db>, one entry per shard with shard = i and role = "primary",
 //     and one role = "replica" entry per replica; the same for the reshard destination
 //     ReshardDatabase(db, generation) from record.Target while the record is resharding
@@ -135,6 +142,7 @@ type pgdogModel struct {
 	db         string
 	generation uint64
 	tls        TLS
+	checkoutMS int64 // 0: not rendered
 	adminUser  string
 	adminPass  Secret
 	dbs        []pgDatabase
@@ -180,8 +188,11 @@ func buildPgDog(rec *shardmap.Record, creds Credentials, opts PgDogOptions) (*pg
 		return nil, err
 	}
 	var p problems
-	m := &pgdogModel{db: rec.Router.Name, generation: rec.Generation, tls: opts.TLS}
+	m := &pgdogModel{db: rec.Router.Name, generation: rec.Generation, tls: opts.TLS, checkoutMS: opts.CheckoutTimeout.Milliseconds()}
 	checkTLS(&p, opts.TLS)
+	if opts.CheckoutTimeout < 0 || opts.CheckoutTimeout > 0 && m.checkoutMS == 0 {
+		p.add("options.checkout_timeout", "is %v; want 0 (PgDog's default) or at least a millisecond", opts.CheckoutTimeout)
+	}
 	m.adminUser, m.adminPass = checkAdmin(&p, creds.Admin)
 	appUsers := checkUsers(&p, creds)
 
@@ -501,6 +512,9 @@ func (m *pgdogModel) appendConfig(b []byte) []byte {
 	w.str("auth_type", "scram")
 	w.str("passthrough_auth", "disabled")
 	w.bool("cutover_save_config", false)
+	if m.checkoutMS > 0 {
+		w.int("checkout_timeout", m.checkoutMS)
+	}
 	if !m.tls.Insecure {
 		w.str("tls_certificate", m.tls.Certificate)
 		w.str("tls_private_key", m.tls.PrivateKey)

@@ -699,7 +699,13 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stFiles:
 		m.add(ctx, op{Step: m.stepID(""), Kind: kFiles})
 	case stReload:
-		m.addInstances(ctx, kReload, true)
+		// Forward, d is left on its CUTOVER's routing: a RELOAD would rebuild the pools
+		// its reverse stream uses. A reverse reloads d too: PgDog's CUTOVER swaps the names
+		// in the config d loaded from its files, never in the one the forward CUTOVER made
+		// (pgdog/src/backend/databases.rs, cutover), so the reverse CUTOVER leaves d
+		// routing to the new layout, fenced, and only the files of this generation take it
+		// back to the old one.
+		m.addInstances(ctx, kReload, !m.s.Reverse || m.s.Plan.Options.Mutants.ReverseKeepsDesignated)
 	case stOpen:
 		// The generation that routes to this layout is stored: its writes are the ones a
 		// decision keeps from here on, whatever happens next.
@@ -891,12 +897,12 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		}
 		m.enter(ctx, m.afterCheck())
 	case stStop:
+		if failed != nil {
+			m.alert(failed.Step, "STOP_TASK failed: "+failed.Err)
+		}
 		if m.s.Reverse {
 			m.finish(ctx, Reversed, "")
 			return
-		}
-		if failed != nil {
-			m.alert(failed.Step, "STOP_TASK failed: "+failed.Err)
 		}
 		m.enter(ctx, stFinalReload)
 	case stFinalReload:

@@ -29,8 +29,12 @@
 //  7. Finalize (STOP_TASK the reverse stream, RELOAD d onto the files of g+1, wait Grace,
 //     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
 //     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
-//     stream, publish g+2 = the old layout, open the old shards, write the files, reload,
-//     resume, check d the same way; the new shards stay fenced).
+//     stream, publish g+2 = the old layout, open the old shards, write the files, reload
+//     every instance, d included, resume, check d the same way; the new shards stay
+//     fenced). d is reloaded in a reverse because PgDog's CUTOVER swaps the names in the
+//     config d loaded from its files, never in the one its forward CUTOVER made
+//     (pgdog/src/backend/databases.rs, cutover, PgDog 9918e963): the reverse CUTOVER
+//     leaves d on the new layout, and only the files of g+2 take it back.
 //
 // Before the point of no return any failure rolls back to serving the source: RELOAD d from
 // the files of generation g if a CUTOVER was attempted (its swap lives only in d's memory),
@@ -68,10 +72,11 @@
 //     period. If the check's listing fails, or its reload does (d is then in Lagging, with
 //     an Alert), finalize reloads d, once the reverse stream is stopped, before the source
 //     is unfenced; if that reload fails too, d is listed in Done.Lagging and the fence
-//     stays. A restart loses the reverse stream: Reverse is refused from then on. The
-//     same holds in a reverse: d restarting after the reverse CUTOVER, before the files
-//     of g+2, routes by those of g+1 to the new shards the reverse leaves fenced, and the
-//     check after the reverse's resume reloads it (if that fails, d is in Done.Lagging).
+//     stays. A restart loses the reverse stream: Reverse is refused from then on. In a
+//     reverse, d restarting after the reverse CUTOVER, before the files of g+2, routes by
+//     those of g+1 to the new shards the reverse leaves fenced, as it does without a
+//     restart; the reverse's RELOAD of every instance takes it back (if that fails, d is
+//     in Done.Lagging).
 //   - An instance unreachable at step 5 is listed in Done.Lagging and still resumed: it
 //     routes to fenced shards (errors, not lost writes) until it restarts and reads the
 //     files, which are written before any RELOAD. Finalize then keeps the fence on.

@@ -182,6 +182,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"missed-forward-only":          func(m *cutover.Mutants) { m.MissedForwardOnly = true },
 	"skip-final-reload":            func(m *cutover.Mutants) { m.SkipFinalReload = true },
 	"skip-check":                   func(m *cutover.Mutants) { m.SkipCheck = true },
+	"reverse-keeps-designated":     func(m *cutover.Mutants) { m.ReverseKeepsDesignated = true },
 	"silent-lost-copy":             func(m *cutover.Mutants) { m.SilentLostCopy = true },
 }
 

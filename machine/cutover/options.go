@@ -81,6 +81,13 @@ type Mutants struct {
 	// TestMutantsTripInvariants and testdata/interaction/restart_instance.txt), and
 	// designated-writable in the simulator's cutover-windows world (window restart).
 	SkipCheck bool
+	// ReverseKeepsDesignated leaves d out of a reverse's RELOAD, as the machine once did,
+	// trusting the reverse CUTOVER to have routed d back: PgDog's CUTOVER swaps the names
+	// in the files d loaded, so d routes to the new layout still, fenced, and refuses
+	// every write until finalize-time tooling reloads it. Trips "reversed but the
+	// designated instance" (the world model: TestMutantsTripInvariants and
+	// testdata/interaction/reverse.txt).
+	ReverseKeepsDesignated bool
 	// MissedForwardOnly lists in Done.Missed only the instances the forward pause missed,
 	// as the machine once did: one a Reverse's pause missed goes unreported although the
 	// fence refuses its writes. Trips "but Done.Missed is" (the world model).

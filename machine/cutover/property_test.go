@@ -350,7 +350,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		// covers a check that could not run, which SkipCheck stands in for.
 		{"SkipFinalReload", cutover.Mutants{SkipFinalReload: true, SkipCheck: true}, "writes reach the src layout", 2000, 200},
 		{"SkipCheck", cutover.Mutants{SkipCheck: true}, "serving ended with the designated instance", 2000, 200},
-		{"SkipCheck/reverse", cutover.Mutants{SkipCheck: true}, "reversed but the designated instance", 5000, 200},
+		{"ReverseKeepsDesignated", cutover.Mutants{ReverseKeepsDesignated: true}, "reversed but the designated instance", 200, 200},
 		{"SilentLostCopy", cutover.Mutants{SilentLostCopy: true}, "no Alert says so", 2000, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

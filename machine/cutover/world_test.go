@@ -25,8 +25,14 @@ type world struct {
 	filesOn string            // the layout those files route to
 	fenced  map[string]bool   // shard -> fenced
 	routes  map[string]string // instance -> "src" | "dst"
-	paused  map[string]bool
-	tasks   map[int64]cutover.TaskState
+	// loaded is the layout "<db>" names in the files each instance last loaded (start,
+	// restart, RELOAD). PgDog's CUTOVER swaps the names in that config and never keeps the
+	// swapped one (pgdog/src/backend/databases.rs, cutover), so every CUTOVER routes an
+	// instance to the other layout than its loaded files: a second CUTOVER without a RELOAD
+	// in between routes it where the first did.
+	loaded map[string]string
+	paused map[string]bool
+	tasks  map[int64]cutover.TaskState
 	// Task ids: PgDog numbers its tasks from 0 after a start (newWorld's firstTask), so the
 	// world marks a task it has none of with noTask.
 	slotTask  int64 // the task replicating into the deterministic slot
@@ -82,7 +88,7 @@ func newWorld(rec *shardmap.Record, instances []string, designated string, first
 		slotTask: noTask, copyTask: noTask, stream: noTask, restream: noTask, lateStream: noTask,
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation, filesOn: "src",
-		fenced: map[string]bool{}, routes: map[string]string{}, paused: map[string]bool{},
+		fenced: map[string]bool{}, routes: map[string]string{}, loaded: map[string]string{}, paused: map[string]bool{},
 		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
 	}
@@ -93,7 +99,7 @@ func newWorld(rec *shardmap.Record, instances []string, designated string, first
 		w.dst = append(w.dst, s.Name)
 	}
 	for _, i := range instances {
-		w.routes[i] = "src"
+		w.routes[i], w.loaded[i] = "src", "src"
 	}
 	return w
 }
@@ -350,6 +356,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 	case cutover.Reload:
 		if effect {
 			w.routes[c.Instance] = w.layoutOf(c.Record)
+			w.loaded[c.Instance] = w.routes[c.Instance]
 		}
 	case cutover.StopTask:
 		if effect {
@@ -408,8 +415,8 @@ func (w *world) checkResume(inst string) {
 	}
 }
 
-// cutover models PgDog's CUTOVER on one instance: swap routing, start the reverse stream,
-// clear the instance's holds.
+// cutover models PgDog's CUTOVER on one instance: route to the other layout than the files
+// it loaded (see loaded), start the reverse stream, clear the instance's holds.
 func (w *world) cutover(c cutover.Cutover) bool {
 	st, ok := w.tasks[c.Task]
 	if !ok || st != cutover.TaskReplicating {
@@ -423,20 +430,27 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	switch {
 	case c.Task == w.copyTask:
 		w.cut, w.stream = true, id
-		w.routes[c.Instance] = "dst"
 	case c.Task == w.stream:
 		w.rcut, w.restream = true, id
-		w.routes[c.Instance] = "src"
 	}
+	w.routes[c.Instance] = w.swapped(c.Instance)
 	w.paused[c.Instance] = false
 	return true
+}
+
+// swapped is where a CUTOVER on inst routes it: the other layout than its loaded files.
+func (w *world) swapped(inst string) string {
+	if w.loaded[inst] == "dst" {
+		return "src"
+	}
+	return "dst"
 }
 
 // restartInstance is an instance's process restarting: it routes by the files on the
 // volume (whatever a CUTOVER or RELOAD did in memory is gone), holds nothing, and the
 // tasks it ran (the copy, the streams a CUTOVER started) are gone with it.
 func (w *world) restartInstance(inst string) {
-	w.routes[inst], w.paused[inst] = w.filesOn, false
+	w.routes[inst], w.loaded[inst], w.paused[inst] = w.filesOn, w.filesOn, false
 	if inst == w.designated {
 		for id, st := range w.tasks {
 			if st == cutover.TaskSyncing || st == cutover.TaskReplicating {
@@ -468,11 +482,7 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 	}
 	w.drain(w.routes[c.Instance]) // the drain comes before the swap
 	w.tasks[c.Task] = cutover.TaskFailed
-	if c.Task == w.copyTask {
-		w.routes[c.Instance] = "dst"
-	} else {
-		w.routes[c.Instance] = "src"
-	}
+	w.routes[c.Instance] = w.swapped(c.Instance)
 	w.paused[c.Instance] = false
 	w.checkSplit("a failed CUTOVER")
 }
@@ -546,7 +556,7 @@ func (w *world) checkEnd(d cutover.Done) {
 		if l := w.layoutOf(w.store); w.routes[w.designated] != l && !w.lateCut && !w.checkFailed && !slices.Contains(d.Lagging, w.designated) {
 			// A d that restarted after the reverse CUTOVER, before the files of g+2, routes
 			// by those of g+1, to the new shards the reverse left fenced.
-			w.violate("reversed but the designated instance %s routes to the %s layout (the store routes to %s): it restarted after the reverse CUTOVER and was not reloaded", w.designated, w.routes[w.designated], l)
+			w.violate("reversed but the designated instance %s routes to the %s layout (the store routes to %s): it was not reloaded after the reverse CUTOVER, which routes it by the files it loaded, or it restarted before the files of the reverse were written", w.designated, w.routes[w.designated], l)
 		}
 	case cutover.Aborted:
 		if w.written > 0 && !w.foreign || w.cut || slices.ContainsFunc(w.src, func(s string) bool { return w.fenced[s] }) {
