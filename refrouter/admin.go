@@ -33,7 +33,8 @@ type AdminCommand struct {
 
 // ParseAdmin parses one admin command as PgDog does: semicolons stripped, the whole text
 // lowercased, words split on single spaces. It accepts the commands the PgDog adapter
-// sends a cutover's instances: RELOAD; PAUSE and RESUME [db]; SHOW POOLS, VERSION,
+// sends a cutover's instances: RELOAD; PAUSE and RESUME [[user] db]; MAINTENANCE ON|OFF
+// [db]; SHOW POOLS, VERSION,
 // TASKS, PEERS, REPLICATION_SLOTS, CONFIG; COPY_DATA <src> <dst> <publication> [slot];
 // CUTOVER [task]; STOP_TASK <task>. Anything else matches ErrAdminSyntax.
 func ParseAdmin(raw string) (AdminCommand, error) {
@@ -50,8 +51,12 @@ func ParseAdmin(raw string) (AdminCommand, error) {
 			return bad()
 		}
 	case "pause", "resume":
-		if n > 1 {
-			return bad() // PgDog's <user> <db> form pauses one user's pools: not used here
+		if n > 2 {
+			return bad()
+		}
+	case "maintenance":
+		if n < 1 || n > 2 || c.Args[0] != "on" && c.Args[0] != "off" {
+			return bad()
 		}
 	case "show":
 		if n != 1 || !slices.Contains([]string{"pools", "version", "tasks", "peers", "replication_slots", "config"}, c.Args[0]) {
@@ -151,10 +156,21 @@ func (s *Server) run(ctx context.Context, c AdminCommand) (table, error) {
 	switch c.Verb {
 	case "reload":
 		return table{tag: "RELOAD"}, r.Reload(ctx)
+	// The reference router serves one user (RouterOptions.User) and routes a held statement
+	// when it is released, so PgDog's two holds are one here: PAUSE <user> <db> pauses the
+	// database as PAUSE <db> does, and MAINTENANCE ON|OFF [db] holds and releases like PAUSE
+	// and RESUME (the PgDog adapter's Pause sends MAINTENANCE ON, then PAUSE; its Resume
+	// RESUME, then MAINTENANCE OFF, so a held statement is released at the RESUME).
 	case "pause":
-		return table{tag: "PAUSE"}, r.Pause(ctx, arg(0))
+		return table{tag: "PAUSE"}, r.Pause(ctx, arg(len(c.Args)-1))
 	case "resume":
-		return table{tag: "RESUME"}, r.Resume(ctx, arg(0))
+		return table{tag: "RESUME"}, r.Resume(ctx, arg(len(c.Args)-1))
+	case "maintenance":
+		tag := strings.TrimSpace("MAINTENANCE " + strings.ToUpper(c.Args[0]) + " " + arg(1)) // as PgDog 9918e963 tags it
+		if c.Args[0] == "on" {
+			return table{tag: tag}, r.Pause(ctx, arg(1))
+		}
+		return table{tag: tag}, r.Resume(ctx, arg(1))
 	case "show":
 		switch c.Args[0] {
 		case "pools":

@@ -1,6 +1,8 @@
 package refrouter_test
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,4 +58,29 @@ func FuzzParseShardingKey(f *testing.F) {
 		require.NoError(t, err, q)
 		require.Equal(t, key, got)
 	})
+}
+
+// TestParseAdminHolds: the holds the PgDog adapter's Pause and Resume send parse as PgDog
+// takes them (MAINTENANCE ON|OFF [db], PAUSE and RESUME [[user] db]); malformed ones are
+// refused.
+func TestParseAdminHolds(t *testing.T) {
+	for raw, want := range map[string][]string{
+		"MAINTENANCE ON app;": {"maintenance", "on", "app"},
+		"MAINTENANCE OFF":     {"maintenance", "off"},
+		"PAUSE app_user app":  {"pause", "app_user", "app"},
+		"RESUME app":          {"resume", "app"},
+	} {
+		c, err := refrouter.ParseAdmin(raw)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		if got := append([]string{c.Verb}, c.Args...); !slices.Equal(got, want) {
+			t.Fatalf("%q parsed as %q, want %q", raw, got, want)
+		}
+	}
+	for _, raw := range []string{"MAINTENANCE", "MAINTENANCE app", "MAINTENANCE ON a b", "PAUSE a b c", "RESUME a b c"} {
+		if _, err := refrouter.ParseAdmin(raw); !errors.Is(err, refrouter.ErrAdminSyntax) {
+			t.Fatalf("%q: %v, want ErrAdminSyntax", raw, err)
+		}
+	}
 }
