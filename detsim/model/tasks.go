@@ -334,6 +334,14 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 		if mode == 2 {
 			r.s.Probe("model.cutover.crash.after_swap")
 			r.Crash()
+			if r.s.Healed() {
+				// The crash was decided at the CUTOVER, while faults were on, and lands once
+				// the drain is done, after the heal, which boots only the instances down
+				// then: restart it as the heal would have (seed 378274 of the cutover
+				// scenario: the designated instance stayed down for good and the cutover
+				// could not converge).
+				r.s.After(100, detsim.Label{Kind: "boot", To: r.ID}, r.Boot)
+			}
 			return
 		}
 		r.clearHolds()
