@@ -97,7 +97,9 @@ func TestRequests(t *testing.T) {
 // test ends.
 func oneRouter(t *testing.T, tc controller.TargetConfig, fleet func(f *controller.Fleet, r1 router)) (*shardmap.Record, <-chan string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// Not t.Context(): it is cancelled before the Cleanup that drains, and Run would then
+	// return the cancellation instead of the drain's nil (CI: TestFleetFilesSeenHoldsTheReload).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	st := memstore.New()
 	ref := adapters.DBRef{Namespace: "default", Database: "app"}
 	rec := shardmap.NewPgHash("app", shardmap.Key{Column: "id", Type: shardmap.Bigint},
