@@ -125,22 +125,21 @@ func NewOutside(root, tmp, cacheName string, require []string, files map[string]
 		return nil, err
 	}
 	o.lock, o.ModCache = lock, modcache
+	// A build cache of its own too, kept beside the module cache (warm from one run to the
+	// next, under the same lock): the machine's shared one, filled by `go test -race ./...`
+	// at the same time, once held an entry whose export data was gone, and every outside
+	// build then failed with "could not import time (open : no such file or directory)"
+	// (CI, 2026-12-03) while a fresh cache built it.
+	gocache := filepath.Join(filepath.Dir(modcache), "..", "outside-gocache", cacheName)
 	o.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -modcacherw", "GONOSUMDB=loam.dev", "GOTOOLCHAIN=local",
-		"GOMODCACHE="+modcache,
+		"GOMODCACHE="+modcache, "GOCACHE="+filepath.Clean(gocache),
 		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(machineCache, "cache", "download"))+","+goproxy)
 	return o, nil
 }
 
 // Go runs the go command with args in the scratch module, returning its combined output.
-// A build that fails only because the compiler was handed an empty export-data path for
-// a package ("could not import time (open : no such file or directory)", seen in CI while
-// `go test -race ./...` filled the same build cache; golang/go#43645, #73368) is run once
-// more: that is the toolchain's cache, not the module being built.
 func (o *Outside) Go(ctx context.Context, args ...string) (string, error) {
 	out, err := o.run(ctx, args)
-	if err != nil && strings.Contains(string(out), "(open : no such file or directory)") {
-		out, err = o.run(ctx, args)
-	}
 	if err != nil {
 		return string(out), fmt.Errorf("go %s in the outside module: %w:\n%s", strings.Join(args, " "), err, out)
 	}
