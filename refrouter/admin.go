@@ -148,7 +148,7 @@ func sendTable(b *pgproto3.Backend, t table) {
 func (s *Server) run(ctx context.Context, c AdminCommand) (table, error) {
 	r := s.opts.Router
 	arg := func(i int) string {
-		if i < len(c.Args) {
+		if i >= 0 && i < len(c.Args) {
 			return c.Args[i]
 		}
 		return ""
