@@ -235,3 +235,25 @@ func TestRealServedCutControlPlane(t *testing.T) {
 }
 
 var _ = errors.New
+
+// TestRealServedPauseAll: a Pause and Resume of every database ("") through the PgDog
+// adapter (MAINTENANCE ON and PAUSE <user> <db>, then a bare RESUME and MAINTENANCE OFF)
+// hold a write and release it. A bare RESUME once made the admin server index its
+// arguments at -1.
+func TestRealServedPauseAll(t *testing.T) {
+	srv := startServer(t)
+	b := newBackends(t, srv, 2, tableDDL)
+	dir := t.TempDir()
+	writeFiles(t, dir, 1, b.files(t, 1, []int{0, 1}))
+	rig := &wireRig{t: t, b: b, dir: dir, addr: "127.0.0.1:0"}
+	rig.open(t)
+	t.Cleanup(rig.close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, rig.inst.Pause(ctx, ""))
+	held := rig.Write(t, 7)
+	require.Eventually(t, func() bool { return rig.rt.Held() == 1 }, time.Minute, time.Millisecond, "the write is held")
+	require.NoError(t, rig.inst.Resume(ctx, ""))
+	require.NoError(t, <-held)
+	require.Len(t, b.holders(t, 7), 1)
+}
