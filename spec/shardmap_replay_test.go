@@ -27,7 +27,8 @@ import (
 // and Restarted), a pod restarting onto the files or going down. After each step the
 // machine must have emitted exactly the model's actions, its state must be the model's
 // (the push's generation, whether it ended, the generation written, the stray write, the
-// files step and each instance's stage, step and attempt), the writes it has on the wire
+// files step and each instance's stage and its reload and observe steps: state, attempt,
+// budget), the writes it has on the wire
 // the model's, and the world its commands made the model's: the files' generation and what
 // each instance routes by.
 //
@@ -35,18 +36,22 @@ import (
 // with its WriteUnpublished mutant on must fail.
 func TestModelReplayShardMap(t *testing.T) {
 	runs := modelRuns[smState](t, "ShardMap.qnt", "ShardMapMC", replayRuns(t, 12), 40, "--step=replayStep")
-	steps, ended := 0, 0
+	steps, ended, repushed := 0, 0, 0
 	for _, r := range runs {
 		require.NoError(t, replayShardMap(t, r, configpush.MutantNone))
 		steps += len(r.States) - 1
-		for _, s := range r.States {
+		for i, s := range r.States {
 			if slices.Contains(s.S.Emitted, "Done") {
 				ended++
 			}
+			if i > 0 && s.Action == "Push" && s.S.Gen == r.States[i-1].S.Gen && slices.Contains(s.S.Emitted, "Push") {
+				repushed++
+			}
 		}
 	}
-	t.Logf("%d model runs (%d steps) replayed on machine/configpush; %d pushes ended", len(runs), steps, ended)
+	t.Logf("%d model runs (%d steps) replayed on machine/configpush; %d pushes ended, %d re-pushes", len(runs), steps, ended, repushed)
 	require.Greater(t, ended, 0, "no replayed push ended: the replay shows nothing past the files write")
+	require.Greater(t, repushed, 0, "no replayed run re-pushed a generation: the replay shows nothing of configpush's repush")
 	// The replay has teeth: the machine's WriteUnpublished mutant (the model's mutant of the
 	// same name) accepts the Push of a reshard's target the model refuses. Its other two
 	// mutants are out of these runs' reach: Regress needs a Push older than one already
@@ -63,13 +68,13 @@ func TestModelReplayShardMap(t *testing.T) {
 type smRec struct{ Version, Gen, To int }
 
 type smStep struct {
-	St      string
-	Attempt int
+	St             string
+	Attempt, Limit int
 }
 
 type smInst struct {
-	Stage string
-	Step  smStep
+	Stage, Failed   string
+	Reload, Observe smStep
 }
 
 type smState struct {
@@ -269,14 +274,14 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 			fail("the machine has writes of generations %v on the wire, the model %v", got, s.Wire)
 		}
 		// The machine's state.
-		if msg := smCompare(m.Snapshot(), s.Gen, s.Done, s.Written, s.Stray, s.Queued, s.FilesStep, s.Inst, opts.MaxAttempts); msg != "" {
+		if msg := smCompare(m.Snapshot(), s.Gen, s.Done, s.Written, s.Stray, s.Queued, s.FilesStep, s.Inst); msg != "" {
 			fail("%s", msg)
 		}
 		// The instance commands awaiting an answer: one for each instance whose step the model
 		// has awaiting, of its stage's kind and the push's generation.
 		for _, id := range smInstances {
 			want := ""
-			if n := s.Inst[id]; s.Gen > 0 && n.Step.St == "awaiting" {
+			if n := s.Inst[id]; s.Gen > 0 && (n.Stage == "reload" && n.Reload.St == "awaiting" || n.Stage == "observe" && n.Observe.St == "awaiting") {
 				want = map[string]string{"reload": "Reload", "observe": "Observe"}[n.Stage]
 			}
 			c, ok := out[id]
@@ -297,7 +302,7 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 }
 
 // smCompare says how the machine's snapshot differs from the model's state, or "".
-func smCompare(sn configpush.Snapshot, gen int, done bool, written, stray int, queued bool, fs smStep, inst map[string]smInst, maxAttempts int) string {
+func smCompare(sn configpush.Snapshot, gen int, done bool, written, stray int, queued bool, fs smStep, inst map[string]smInst) string {
 	if gen == 0 {
 		if sn.Push != nil {
 			return fmt.Sprintf("the machine pushes generation %d, the model none", sn.Push.Generation)
@@ -318,30 +323,27 @@ func smCompare(sn configpush.Snapshot, gen int, done bool, written, stray int, q
 	if gotStray != stray {
 		return fmt.Sprintf("the machine's stray write is of generation %d, the model's %d", gotStray, stray)
 	}
-	st := map[configpush.StepState]string{configpush.StepIdle: "idle", configpush.StepQueued: "idle",
-		configpush.StepAwaiting: "awaiting", configpush.StepBackoff: "backoff", configpush.StepDone: "done"}[pr.FilesStep.State]
-	if st != fs.St || pr.FilesStep.Attempt != fs.Attempt || (pr.FilesStep.State == configpush.StepQueued) != (queued && !done) {
+	if !sameStep(pr.FilesStep, fs) || (pr.FilesStep.State == configpush.StepQueued) != (queued && !done) {
 		return fmt.Sprintf("the machine's files step is %+v, the model's %+v queued=%v", pr.FilesStep, fs, queued)
 	}
 	for _, in := range pr.Instances {
 		n := inst[in.ID]
-		if string(in.Stage) != n.Stage {
-			return fmt.Sprintf("instance %s: the machine's stage is %s, the model's %s", in.ID, in.Stage, n.Stage)
+		if string(in.Stage) != n.Stage || string(in.Failed) != n.Failed {
+			return fmt.Sprintf("instance %s: the machine's stage is %s (failed %q), the model's %s (failed %q)", in.ID, in.Stage, in.Failed, n.Stage, n.Failed)
 		}
-		var step configpush.Step
-		switch in.Stage {
-		case configpush.StageReload:
-			step = in.Reload
-		case configpush.StageObserve:
-			step = in.Observe
-		default:
-			continue
-		}
-		// The machine counts a step's attempts over the push and gives each run of it a
-		// budget (Limit); the model counts the attempts of the run.
-		if string(step.State) != n.Step.St || step.Attempt-(step.Limit-maxAttempts) != n.Step.Attempt {
-			return fmt.Sprintf("instance %s: the machine's %s step is %+v, the model's %+v", in.ID, in.Stage, step, n.Step)
+		// Both count a step's attempts over the push, and give each run of it (a re-push
+		// begins one again) a budget, Limit.
+		if !sameStep(in.Reload, n.Reload) || !sameStep(in.Observe, n.Observe) {
+			return fmt.Sprintf("instance %s: the machine's reload and observe steps are %+v, %+v, the model's %+v, %+v", in.ID, in.Reload, in.Observe, n.Reload, n.Observe)
 		}
 	}
 	return ""
+}
+
+// sameStep says whether the machine's step is the model's: its state (queued is the
+// model's idle files step with queued set), its last attempt and its budget.
+func sameStep(st configpush.Step, m smStep) bool {
+	state := map[configpush.StepState]string{configpush.StepIdle: "idle", configpush.StepQueued: "idle",
+		configpush.StepAwaiting: "awaiting", configpush.StepBackoff: "backoff", configpush.StepDone: "done"}[st.State]
+	return state == m.St && st.Attempt == m.Attempt && st.Limit == m.Limit
 }

@@ -23,13 +23,14 @@ func (e smEvent) quint() string {
 		e.Action, e.Gen, e.Inst, e.Attempt, e.OK, e.Observed, e.Known, e.Confirmed, e.Ahead, e.Unknown, e.St, e.FilesOK)
 }
 
-// shardMapEvents reads the ShardMap events of a trace, up to the first Push of the
-// generation already pushed (configpush's repush: stuck instances of an ended push get a
-// fresh budget; refresh: the same generation's files rotated), which the model does not
-// have (its driver never sends one; spec/ShardMap.qnt's Push). A refused files write is the
-// model's Timeout of the files step (see the trace module). It returns the events and how
-// many were cut.
-func shardMapEvents(events []map[string]any) ([]smEvent, int) {
+// shardMapEvents reads the ShardMap events of a trace. A Push of the generation already
+// pushed is configpush's repush (stuck instances of an ended push, or its files step that
+// gave up, get a fresh budget), the model's too (spec/ShardMap.qnt's Push); one that adds
+// instances, or a refresh (the same generation's files rotated: every instance added
+// again), the model lacks, and the push scenario never sends: the test fails on one. A
+// refused files write is the model's Timeout of the files step (see the trace module).
+func shardMapEvents(t *testing.T, events []map[string]any) []smEvent {
+	t.Helper()
 	var out []smEvent
 	pushed := -1
 	for n, m := range events {
@@ -47,7 +48,7 @@ func shardMapEvents(events []map[string]any) ([]smEvent, int) {
 		}
 		switch {
 		case e.Action == "Push" && e.Gen == pushed:
-			return out, len(events) - n
+			require.Zero(t, num(m, "added"), "event %d %v: a Push of generation %d again that adds instances (or a refresh), which the model lacks", n, m, e.Gen)
 		case e.Action == "Push":
 			pushed = e.Gen
 		case e.Action == "WriteFiles" && !e.OK:
@@ -57,7 +58,7 @@ func shardMapEvents(events []map[string]any) ([]smEvent, int) {
 		}
 		out = append(out, e)
 	}
-	return out, 0
+	return out
 }
 
 // shardMapTrace is the ShardMap events of detsim's push scenario at seed (see
@@ -66,10 +67,7 @@ func shardMapEvents(events []map[string]any) ([]smEvent, int) {
 func shardMapTrace(t *testing.T, seed uint64) ([]smEvent, []string) {
 	t.Helper()
 	events, params := specEvents(t, "push", seed, "ShardMap")
-	out, cut := shardMapEvents(events)
-	if cut > 0 {
-		t.Logf("seed %d: the last %d of %d events (from a re-push of a generation) not validated", seed, cut, len(events))
-	}
+	out := shardMapEvents(t, events)
 	var ids []string
 	maxGen := 1
 	for _, e := range out {
@@ -93,27 +91,34 @@ func shardMapTrace(t *testing.T, seed uint64) ([]smEvent, []string) {
 		fmt.Sprintf("PushAttempts = %d", params["max_attempts"]), fmt.Sprintf("PushMaxGen = %d", maxGen+1)}
 }
 
-// TestTraceValidationShardMap: the ShardMap events of detsim's push scenario (up to a re-push,
-// which the model lacks), for its corpus seeds and SPEC_TRACE_SEEDS fresh ones (default 2),
-// are steps the model allows.
+// TestTraceValidationShardMap: the ShardMap events of detsim's push scenario, re-pushes
+// included, for its corpus seeds and SPEC_TRACE_SEEDS fresh ones (default 2), are steps the
+// model allows.
 func TestTraceValidationShardMap(t *testing.T) {
 	requireExplained(t, "ShardMapTrace", traceSeeds(t, "push", 3, 2), shardMapTrace)
 }
 
 // TestTraceValidationShardMapRejects: a push trace with one event changed (an observe
-// reporting a generation the files never held), or one moved earlier (a reload before the
-// files write it follows), is rejected at the index of that event, and the unchanged trace
-// passes.
+// reporting a generation the files never held; a Refuse turned into a re-push of the
+// generation whose push ended with every instance confirmed, which the machine ignores), or
+// one moved earlier (a reload before the files write it follows), is rejected at the index
+// of that event, and the unchanged trace passes.
 func TestTraceValidationShardMapRejects(t *testing.T) {
 	events, consts := shardMapTrace(t, 1_000_001)
 	observe := indexOf(t, events, "known Observe", func(e smEvent) bool { return e.Action == "Observe" && e.OK && e.Known })
 	reload := indexOf(t, events, "Reload", func(e smEvent) bool { return e.Action == "Reload" })
 	files := indexOf(t, events, "WriteFiles", func(e smEvent) bool { return e.Action == "WriteFiles" })
+	refuse := indexOf(t, events, "Refuse after a push ended", func(e smEvent) bool { return e.Action == "Refuse" })
+	require.Equal(t, "Done", events[refuse-1].Action, "the Refuse %d does not follow the end of a push", refuse)
+	require.Zero(t, events[refuse-1].St, "the push before the Refuse %d ended with an instance stuck", refuse)
 	changed := append([]smEvent(nil), events...)
 	changed[observe].Observed += 5
+	repushed := append([]smEvent(nil), events...)
+	repushed[refuse] = smEvent{Action: "Push", Gen: events[refuse-1].Gen}
 	moved := moveEarlier(events, reload, files)
 	got := validateTraces(t, "ShardMapTrace", traceRun[smEvent]{"unchanged", events, consts},
-		traceRun[smEvent]{"changed", changed, consts}, traceRun[smEvent]{"moved", moved, consts})
-	require.Equal(t, []int{len(events), observe, files}, got,
-		"want the unchanged trace explained, the changed one stopped at its Observe %d, the one with a Reload moved before the files write at %d", observe, files)
+		traceRun[smEvent]{"changed", changed, consts}, traceRun[smEvent]{"repushed", repushed, consts},
+		traceRun[smEvent]{"moved", moved, consts})
+	require.Equal(t, []int{len(events), observe, refuse, files}, got,
+		"want the unchanged trace explained, the changed one stopped at its Observe %d, the one with a re-push of a confirmed push at %d, the one with a Reload moved before the files write at %d", observe, refuse, files)
 }
