@@ -36,7 +36,7 @@ import (
 // with its WriteUnpublished mutant on must fail.
 func TestModelReplayShardMap(t *testing.T) {
 	runs := modelRuns[smState](t, "ShardMap.qnt", "ShardMapMC", replayRuns(t, 12), 40, "--step=replayStep")
-	steps, ended, repushed := 0, 0, 0
+	steps, ended, repushed, late := 0, 0, 0, 0
 	for _, r := range runs {
 		require.NoError(t, replayShardMap(t, r, configpush.MutantNone))
 		steps += len(r.States) - 1
@@ -44,12 +44,20 @@ func TestModelReplayShardMap(t *testing.T) {
 			if slices.Contains(s.S.Emitted, "Done") {
 				ended++
 			}
-			if i > 0 && s.Action == "Push" && s.S.Gen == r.States[i-1].S.Gen && slices.Contains(s.S.Emitted, "Push") {
+			if i == 0 {
+				continue
+			}
+			p := r.States[i-1].S
+			if s.Action == "Push" && s.S.Gen == p.Gen && slices.Contains(s.S.Emitted, "Push") {
 				repushed++
+			}
+			if id, _ := s.Picks["i"].(string); s.Action == "ReloadReply" && p.Inst[id].Reload.St == "backoff" ||
+				s.Action == "ObserveReply" && p.Inst[id].Observe.St == "backoff" {
+				late++
 			}
 		}
 	}
-	t.Logf("%d model runs (%d steps) replayed on machine/configpush; %d pushes ended, %d re-pushes", len(runs), steps, ended, repushed)
+	t.Logf("%d model runs (%d steps) replayed on machine/configpush; %d pushes ended, %d re-pushes, %d late replies taken in a backoff", len(runs), steps, ended, repushed, late)
 	require.Greater(t, ended, 0, "no replayed push ended: the replay shows nothing past the files write")
 	require.Greater(t, repushed, 0, "no replayed run re-pushed a generation: the replay shows nothing of configpush's repush")
 	// The replay has teeth: the machine's WriteUnpublished mutant (the model's mutant of the
@@ -142,6 +150,9 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 	up := map[string]bool{"i1": true, "i2": true, "i3": true}
 	wire := map[int]configpush.WriteFiles{}
 	out := map[string]configpush.Command{}
+	// late: the instance commands whose deadline passed, by step id (the last attempt of
+	// each): the model may still deliver their success (its Step.late).
+	late := map[string]configpush.Command{}
 	defer recoverReplay(&err)
 	feed := func(in configpush.Input) {
 		now++
@@ -171,8 +182,18 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		now = max(now, at)
 		feed(configpush.TimerFired{ID: id})
 	}
-	// answer takes the command awaiting its answer for instance id, of the kind the model answers.
-	answer := func(id, kind string) configpush.Command {
+	// answer takes the command awaiting its answer for instance id, of the kind the model
+	// answers; in the step's backoff (prev, the model's step before the answer), the last
+	// one of the step whose deadline passed: a late reply.
+	answer := func(id, kind string, gen int, prev smStep) configpush.Command {
+		if prev.St == "backoff" {
+			step := fmt.Sprintf("g%d/%s/%s", gen, strings.ToLower(kind), id)
+			c, ok := late[step]
+			if !ok {
+				fail("the model answers %s of %s late, in its backoff, the machine has no command of %s past its deadline", kind, id, step)
+			}
+			return c
+		}
 		c, ok := out[id]
 		if !ok || typeName(c) != kind {
 			fail("the model answers %s of %s, the machine has %v in flight for it", kind, id, typeName(c))
@@ -185,7 +206,10 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		p, s := states[i-1].S, states[i].S
 		act, picks := states[i].Action, states[i].Picks
 		if act == "" && len(s.Emitted) > 0 {
-			act = s.Emitted[0] // Timeout and Retry: their any inside an all leaves them unnamed in the ITF
+			act = s.Emitted[0] // Timeout and Retry: their any inside an all may leave them unnamed in the ITF
+		}
+		if named, ok := map[string]string{"timeoutOf": "Timeout", "retryOf": "Retry"}[act]; ok {
+			act = named // or named by the step they take
 		}
 		id, _ := picks["i"].(string)
 		g, _ := picks["g"].(int)
@@ -211,7 +235,7 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 		case "Lose":
 			delete(wire, g)
 		case "ReloadReply":
-			c := answer(id, "Reload").(configpush.Reload)
+			c := answer(id, "Reload", p.Gen, p.Inst[id].Reload).(configpush.Reload)
 			var rerr error
 			if up[id] {
 				routes[id] = files
@@ -220,7 +244,7 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 			}
 			feed(configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: id, Err: rerr})
 		case "ObserveReply":
-			c := answer(id, "Observe").(configpush.Observe)
+			c := answer(id, "Observe", p.Gen, p.Inst[id].Observe).(configpush.Observe)
 			known, _ := picks["known"].(bool)
 			o := configpush.Observed{Step: c.Step, Attempt: c.Attempt, Instance: id, Generation: uint64(routes[id]), Known: known}
 			if !up[id] {
@@ -232,7 +256,11 @@ func replayShardMap(t *testing.T, run modelRun[smState], mu configpush.Mutant) (
 				fire(fmt.Sprintf("g%d/files", p.Gen))
 				break
 			}
-			delete(out, id) // a reply after the deadline: the model never delivers it
+			if c, ok := out[id]; ok && act == "Timeout" { // its reply may still come, late
+				step, _ := stepOf(c)
+				late[step] = c
+			}
+			delete(out, id)
 			fire(fmt.Sprintf("g%d/instance/%s", p.Gen, id))
 		case "StrayTimeout":
 			fire(fmt.Sprintf("g%d/files", p.Stray))
