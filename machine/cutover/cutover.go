@@ -215,6 +215,21 @@ func slotName(r *shardmap.Record) string {
 // ReplicationSlot::replication). Postgres refuses slot names over 63 bytes.
 func shardSlot(r *shardmap.Record, i int) string { return slotName(r) + "_" + strconv.Itoa(i) }
 
+// drain is what a Cutover waits for before its CUTOVER: the stream of the task it cuts
+// over, on every shard traffic leaves (fenced by now: stFence precedes stCutover). The
+// forward copy and PgDog's reverse stream both carry the slot name the copy was given
+// (see SlotDrain), so both directions drain the same name.
+func (m *Machine) drain() []SlotDrain {
+	if mu := m.s.Plan.Options.Mutants; mu.SkipDrain || m.s.Reverse && mu.SkipReverseDrain {
+		return nil
+	}
+	var out []SlotDrain
+	for _, sh := range m.layout(m.from()).Shards {
+		out = append(out, SlotDrain{Shard: sh.Name, Backend: sh.Backend, Slot: slotName(m.s.Origin)})
+	}
+	return out
+}
+
 // ---- step ids ----
 
 func (m *Machine) prefix() string {
@@ -462,7 +477,7 @@ func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	case kUnfence:
 		c = Unfence{Step: step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
 	case kCutover:
-		c = Cutover{Step: step, Instance: o.Target, Task: o.Task}
+		c = Cutover{Step: step, Instance: o.Target, Task: o.Task, Drain: m.drain()}
 	case kFiles:
 		r := m.filesRecord()
 		c = WriteFiles{Step: step, Generation: r.Generation, Record: r}
