@@ -24,7 +24,9 @@ func TestRealAwaitSlotDrain(t *testing.T) {
 		s.CreateDatabase(t, db)
 		s.Exec(t, db, "CREATE TABLE t (k int)")
 	}
-	slot := func(db, name string) { s.Exec(t, db, "SELECT pg_create_logical_replication_slot('"+name+"', 'test_decoding')") }
+	slot := func(db, name string) {
+		s.Exec(t, db, "SELECT pg_create_logical_replication_slot('"+name+"', 'test_decoding')")
+	}
 	write := func(db string) { s.Exec(t, db, "INSERT INTO t VALUES (1)") }
 	advance := func(db, name string) {
 		s.Exec(t, db, "SELECT pg_replication_slot_advance('"+name+"', pg_current_wal_flush_lsn())")
