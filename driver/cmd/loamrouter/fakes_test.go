@@ -18,11 +18,11 @@ import (
 // cutover (pause, resume, reload, COPY_DATA, SHOW TASKS, slot lag, CUTOVER, STOP_TASK) and
 // of Postgres's fence, recording what was done to it.
 type world struct {
-	mu      sync.Mutex
-	paused  map[string]bool
-	gen     map[string]uint64 // instance → generation it reloaded
-	fenced  map[string]bool   // backend key → fenced
-	fences  int               // FenceWrites calls
+	mu     sync.Mutex
+	paused map[string]bool
+	gen    map[string]uint64 // instance → generation it reloaded
+	fenced map[string]bool   // backend key → fenced
+	fences int               // FenceWrites calls
 	// drained is the backend keys whose slot drain ran, and whether they were fenced
 	// then; a CUTOVER is refused without one, or with one that ran unfenced.
 	drained map[string]bool
