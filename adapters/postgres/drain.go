@@ -39,8 +39,17 @@ var _ adapters.SlotDrainer = (*Backend)(nil)
 // stands for it: a position SizeOfXLogShortPHD (24) or SizeOfXLogLongPHD (40) bytes into a
 // wal_block_size page is taken back to the page's start (Postgres 15/16,
 // src/include/access/xlog_internal.h on 64-bit builds).
+//
+// A slot's confirmed position is always the end of a record (a walsender's keepalive
+// carries the end of the last record it decoded; a subscriber confirms commits' ends), so
+// it is at or past the boundary only if it is at or past any record that ends within the
+// header's bytes too (one that began on the page before).
 const drainTargetQuery = `SELECT l::text, (CASE WHEN (l - '0/0'::pg_lsn) % b IN (24, 40) THEN l - (l - '0/0'::pg_lsn) % b ELSE l END)::text
-FROM (SELECT pg_current_wal_insert_lsn() AS l, current_setting('wal_block_size')::numeric AS b) AS s`
+FROM (SELECT ` + drainPosition + ` AS l, current_setting('wal_block_size')::numeric AS b) AS s`
+
+// drainPosition is the WAL position the drain waits for (a test swaps in literals through
+// DrainTarget).
+const drainPosition = "pg_current_wal_insert_lsn()"
 
 // drainSlotsQuery lists the stream's logical slots in this database with how far each has
 // confirmed and whether that reaches $1. starts_with, not LIKE: '_' is a LIKE wildcard.

@@ -39,6 +39,16 @@ func TestRealAwaitSlotDrain(t *testing.T) {
 	}
 	b := open("shard_0", 300*time.Millisecond)
 
+	// A position just past a page's header (short, or long at a segment's start) stands
+	// for the page's start, where the last record ended and a walsender's position stays;
+	// any other position is waited for as it is.
+	for lsn, want := range map[string]string{"0/2018": "0/2000", "0/1000028": "0/1000000", "1/A0002028": "1/A0002000",
+		"0/2030": "0/2030", "0/2017": "0/2017", "0/2000": "0/2000", "0/18": "0/0"} {
+		got, err := postgres.DrainTarget(t.Context(), b, lsn)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "drain target for %s", lsn)
+	}
+
 	err := b.AwaitSlotDrain(t.Context(), "loam_app_4")
 	require.ErrorIs(t, err, postgres.ErrNoSlot)
 	require.ErrorContains(t, err, `"loam_app_4"`)
