@@ -25,8 +25,8 @@
 //     names in memory and starts the reverse stream (new shards to old). This is the point
 //     of no return. PgDog's own wait before its swap is not enough: it reads a lag its
 //     stream refreshes once a second, and a stale 0 let the swap go with acknowledged
-//     writes not yet on the destination (2 of 8 runs under load, 64 and 120 writes; none
-//     in 10 with the drain).
+//     writes not yet on the destination (PgDog 9918e963, 2 of 8 runs under load, 64 and
+//     120 writes; see the adapters/pgdog package doc).
 //  5. Publish generation g+1 by compare-and-set, then open the destination (unfence its
 //     shards), write the files, RELOAD every other instance.
 //  6. Resume <db> on every instance, then check d: list its tasks; if the reverse stream is
@@ -104,6 +104,12 @@
 //     own step id ("…#2"), and only the answer of the attempt in flight settles the step,
 //     so no command is sent that an attempt still out could land after (an Unfence after
 //     a Fence, a Resume after a Pause, a Fence of the next Reverse after an Unfence).
+//   - A drain that fails (no slot of the stream on a shard, or its time runs out: the
+//     stream has not applied what the shard took before the fence) is the Cutover's
+//     failed answer, and CUTOVER was not sent: the listing below finds the task still
+//     replicating, so the Cutover, drain included, is sent again up to Attempts, then the
+//     cutover rolls back (a reverse is undone instead, ReverseAborted: the new layout
+//     serves again, and Finalize or another Reverse may follow).
 //   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
 //     machine lists d's tasks. The copy task still waiting means it did not take (sent again
 //     up to Attempts); finished, or a newer stream, means it did; failed means roll back
