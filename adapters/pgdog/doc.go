@@ -166,8 +166,9 @@
 //     instance) is routed by the layout the swap made and waits at a checkout there, the
 //     layout being fenced, until checkout_timeout refuses it; a RELOAD of d within that
 //     time retries it on the reloaded layout with the old shard index (Connection::connect
-//     above). Seen once in the reverse scenario (2026-12-03): a write of d's stored once on
-//     the source, on shard 0 where its key hashes to shard 1. The window is the time from
+//     above). Seen in the reverse scenario (2026-12-03): a write of d's stored once on
+//     the source, on shard 0 where its key hashes to shard 1 (once; again in 1 of 3 runs
+//     with the drain before CUTOVER, and in 2 of 4 without it). The window is the time from
 //     the reverse CUTOVER to d's RELOAD, bounded by checkout_timeout
 //     (render.PgDogOptions.CheckoutTimeout); not fixed yet.
 //   - CUTOVER can swap before its stream applied the last writes. should_cutover
