@@ -29,3 +29,14 @@ type Resharder interface {
 	// either way.
 	StopTask(ctx context.Context, task int64) error
 }
+
+// SlotDrainer is the part of a shard's backend that a cutover's drain needs (the
+// cutover.Cutover command's Drain): wait, after the shard is fenced, until the logical
+// replication stream whose slots are named after slot has confirmed everything the shard's
+// WAL held when the wait began. The driver sends CUTOVER only once every shard traffic
+// leaves has drained. An implementation returns an error when the stream has no slot there
+// (a drain of nothing proves nothing) and when its time runs out (loam.dev/router/adapters/
+// postgres.Backend.AwaitSlotDrain).
+type SlotDrainer interface {
+	AwaitSlotDrain(ctx context.Context, slot string) error
+}

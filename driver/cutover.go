@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/kernel/render"
@@ -18,13 +19,19 @@ import (
 // cannot find.
 var ErrUnknownBackend = errors.New("driver: unknown shard backend")
 
+// ErrCannotDrain is returned for a Cutover whose Drain names a shard backend that is not an
+// adapters.SlotDrainer: CUTOVER is then not sent.
+var ErrCannotDrain = errors.New("driver: shard backend cannot wait for a replication slot to drain")
+
 // ErrNoResharder is returned for a resharding command sent to an instance that has no
 // PgDog admin connection able to reshard.
 var ErrNoResharder = errors.New("driver: instance cannot reshard")
 
 // CutoverExecutor executes cutover commands: WriteRecord on the Store, WriteFiles on the
 // Target, Pause, Resume and Reload on router instances, Fence and Unfence on shard
-// backends, and the resharding commands on the designated instance's Resharder.
+// backends, and the resharding commands on the designated instance's Resharder. A
+// Cutover's drain runs on the shard backends (each must be an adapters.SlotDrainer) before
+// its CUTOVER.
 type CutoverExecutor struct {
 	DB     adapters.DBRef
 	Store  adapters.ShardMapStore
@@ -88,6 +95,9 @@ func (e *CutoverExecutor) Execute(ctx context.Context, cmd cutover.Command) (cut
 		return cutover.TasksListed{Step: c.Step, Tasks: out, Err: err}, true
 	case cutover.Cutover:
 		r, err := e.resharder(c.Instance)
+		if err == nil {
+			err = e.drain(ctx, c)
+		}
 		if err == nil {
 			err = r.Cutover(ctx, c.Task)
 		}
@@ -162,6 +172,33 @@ func (e *CutoverExecutor) Execute(ctx context.Context, cmd cutover.Command) (cut
 	}
 	log.Error("cutover command this executor does not know; dropped", "cmd", fmt.Sprintf("%T", cmd))
 	return nil, false
+}
+
+// drain waits, on every shard of c.Drain at once, until the stream of c's task has
+// confirmed everything that shard's WAL held (adapters.SlotDrainer; its own timeout bounds
+// the wait: postgres.Options.DrainTimeout). Any failure keeps the CUTOVER from being sent:
+// PgDog's own wait before its swap reads a lag it refreshes once a second, and has let the
+// swap go with acknowledged writes still in the stream (the adapters/pgdog package doc).
+func (e *CutoverExecutor) drain(ctx context.Context, c cutover.Cutover) error {
+	errs := make([]error, len(c.Drain))
+	var wg sync.WaitGroup
+	for i, d := range c.Drain {
+		wg.Go(func() {
+			b, err := e.backend(d.Backend)
+			if err == nil {
+				if sd, ok := b.(adapters.SlotDrainer); ok {
+					err = sd.AwaitSlotDrain(ctx, d.Slot)
+				} else {
+					err = fmt.Errorf("%w: %s is a %T (give a backend that implements adapters.SlotDrainer, such as adapters/postgres.Backend)", ErrCannotDrain, BackendKey(d.Backend), b)
+				}
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("driver: draining slot %q on shard %s before CUTOVER, which was not sent: %w", d.Slot, d.Shard, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // poll reads the copy task's row of SHOW TASKS and its slot's lag.

@@ -31,11 +31,20 @@ type fleet struct {
 	tasks    map[int64]string  // id -> PgDog status/inner, as SHOW TASKS shows them
 	next     int64
 	cutovers int
+	asked    int    // CUTOVERs received, taken or refused
 	onCut    func() // called after a CUTOVER took effect
+	// layouts are the backend keys of each layout's shards ("s" old, "n" new); drained
+	// the shards whose drain ran while they were fenced, since the last CUTOVER. A CUTOVER
+	// is refused unless every shard of the layout its instance leaves is drained: PgDog's
+	// own wait can swap with acknowledged writes still in the stream.
+	layouts  map[string][]string
+	drained  map[string]bool
+	drainErr map[string]error // a shard's drain fails with it
 }
 
 func newFleet(ids []string) *fleet {
-	f := &fleet{paused: map[string]bool{}, routes: map[string]string{}, fenced: map[string]bool{}, tasks: map[int64]string{}, next: 7}
+	f := &fleet{paused: map[string]bool{}, routes: map[string]string{}, fenced: map[string]bool{}, tasks: map[int64]string{}, next: 7,
+		layouts: map[string][]string{}, drained: map[string]bool{}, drainErr: map[string]error{}}
 	for _, id := range ids {
 		f.routes[id] = "s"
 	}
@@ -102,10 +111,18 @@ func (p pgdog) SlotLag(ctx context.Context, slot string) (int64, bool, error) { 
 
 func (p pgdog) Cutover(ctx context.Context, task int64) error {
 	p.f.mu.Lock()
+	p.f.asked++
 	if p.f.tasks[task] != "running/replicating" {
 		p.f.mu.Unlock()
 		return errors.New("task is not a replication task")
 	}
+	for _, k := range p.f.layouts[p.f.routes[p.id]] {
+		if !p.f.drained[k] {
+			p.f.mu.Unlock()
+			return fmt.Errorf("CUTOVER before shard %s was drained while fenced: the stream may still hold acknowledged writes", k)
+		}
+	}
+	clear(p.f.drained)
 	p.f.cutovers++
 	p.f.tasks[task] = "finished/"
 	p.f.tasks[p.f.next] = "running/replicating"
@@ -138,6 +155,21 @@ func (s shard) FenceWrites(ctx context.Context, role string) error {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
 	s.f.fenced[s.key] = true
+	return nil
+}
+
+// AwaitSlotDrain counts as a drain only on a fenced shard: before the fence the
+// application can still write behind the position the drain waited for.
+func (s shard) AwaitSlotDrain(ctx context.Context, slot string) error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if err := s.f.drainErr[s.key]; err != nil {
+		return err
+	}
+	if slot == "" {
+		return errors.New("no slot")
+	}
+	s.f.drained[s.key] = s.f.fenced[s.key]
 	return nil
 }
 
@@ -203,6 +235,7 @@ func newCutoverSetup(t testing.TB) *cutoverSetup {
 		for _, sh := range l.Shards {
 			k := driver.BackendKey(sh.Backend)
 			backends[k] = shard{k, f}
+			f.layouts[sh.Name[:1]] = append(f.layouts[sh.Name[:1]], k)
 		}
 	}
 	s.exec = &driver.CutoverExecutor{DB: s.db, Store: s.store, Target: &fakeTarget{}, Render: renderLayout,
@@ -306,3 +339,50 @@ func TestCutoverExecutorAnswers(t *testing.T) {
 	_, reply = e.Execute(ctx, cutover.Alert{Step: "a", Reason: "r"})
 	require.False(t, reply)
 }
+
+// TestCutoverDrainsBeforeCutover: the executor sends CUTOVER only once every shard of the
+// layout traffic leaves has drained, fenced. A drain that keeps failing on one source shard
+// keeps CUTOVER from ever being sent, and the cutover rolls back onto the source; a machine
+// that sends no drain (the SkipDrain mutant) has its CUTOVER refused by the fake, which is
+// what makes TestRunCutover's pass mean the drain ran.
+func TestCutoverDrainsBeforeCutover(t *testing.T) {
+	t.Run("drain fails", func(t *testing.T) {
+		s := newCutoverSetup(t)
+		stuck := driver.BackendKey(s.start.Record.Shards[1].Backend)
+		s.fleet.drainErr[stuck] = errors.New("replication slot not drained after 30s")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.run(ctx))
+		d := <-s.done
+		require.Equal(t, cutover.RolledBack, d.Outcome, d.Reason)
+		require.Zero(t, s.fleet.asked, "no CUTOVER was sent")
+
+		in, _ := s.exec.Execute(ctx, cutover.Cutover{Step: "c", Instance: "pgdog-1", Task: 7,
+			Drain: []cutover.SlotDrain{{Shard: "s1", Backend: s.start.Record.Shards[1].Backend, Slot: "loam_app_4"}}})
+		err := in.(cutover.Reply).Err
+		require.ErrorContains(t, err, `draining slot "loam_app_4" on shard s1 before CUTOVER, which was not sent`)
+		require.ErrorContains(t, err, "not drained after 30s")
+	})
+	t.Run("no drain", func(t *testing.T) {
+		s := newCutoverSetup(t)
+		s.start.Plan.Options.Mutants.SkipDrain = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.run(ctx))
+		require.Equal(t, cutover.RolledBack, (<-s.done).Outcome)
+		require.NotZero(t, s.fleet.asked)
+		require.Zero(t, s.fleet.cutovers, "every CUTOVER without a drain was refused")
+	})
+	t.Run("backend cannot drain", func(t *testing.T) {
+		s := newCutoverSetup(t)
+		b := s.start.Record.Shards[0].Backend
+		s.exec.Backend = driver.Lookup(map[string]adapters.ShardBackend{driver.BackendKey(b): noDrain{shard{driver.BackendKey(b), s.fleet}}})
+		in, _ := s.exec.Execute(context.Background(), cutover.Cutover{Step: "c", Instance: "pgdog-1", Task: 7,
+			Drain: []cutover.SlotDrain{{Shard: "s0", Backend: b, Slot: "loam_app_4"}}})
+		require.ErrorIs(t, in.(cutover.Reply).Err, driver.ErrCannotDrain)
+		require.Zero(t, s.fleet.asked)
+	})
+}
+
+// noDrain is a shard backend without AwaitSlotDrain.
+type noDrain struct{ adapters.ShardBackend }

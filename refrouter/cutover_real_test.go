@@ -315,6 +315,17 @@ func (s shard) FenceWrites(ctx context.Context, role string) error {
 	return err
 }
 
+// AwaitSlotDrain is the Postgres backend's: the drain before CUTOVER.
+func (s shard) AwaitSlotDrain(ctx context.Context, slot string) error {
+	s.r.mark("drain " + s.key)
+	defer s.r.mark("drained " + s.key)
+	d, ok := s.ShardBackend.(adapters.SlotDrainer)
+	if !ok {
+		return fmt.Errorf("%T cannot drain", s.ShardBackend)
+	}
+	return d.AwaitSlotDrain(ctx, slot)
+}
+
 func (s shard) UnfenceWrites(ctx context.Context, role string) error {
 	called := time.Now() // the login may come back at any moment from here on
 	err := s.ShardBackend.UnfenceWrites(ctx, role)

@@ -166,8 +166,9 @@
 //     instance) is routed by the layout the swap made and waits at a checkout there, the
 //     layout being fenced, until checkout_timeout refuses it; a RELOAD of d within that
 //     time retries it on the reloaded layout with the old shard index (Connection::connect
-//     above). Seen once in the reverse scenario (2026-12-03): a write of d's stored once on
-//     the source, on shard 0 where its key hashes to shard 1. The window is the time from
+//     above). Seen in the reverse scenario (2026-12-03): a write of d's stored once on
+//     the source, on shard 0 where its key hashes to shard 1 (once; again in 1 of 3 runs
+//     with the drain before CUTOVER, and in 2 of 4 without it). The window is the time from
 //     the reverse CUTOVER to d's RELOAD, bounded by checkout_timeout
 //     (render.PgDogOptions.CheckoutTimeout); not fixed yet.
 //   - CUTOVER can swap before its stream applied the last writes. should_cutover
@@ -178,7 +179,27 @@
 //     without applying what is left. Seen (2026-12-03, forward, 1 run of 3 and 1 of 4):
 //     64 and 120 acknowledged writes, made 170 to 200 ms before the fence, on the source
 //     and not on the destination (logMissing); in a reverse, 47 missing from the source.
-//     Not fixed: the machine needs a drain check that does not rely on that lag.
+//     The machine therefore drains before it sends CUTOVER, in both directions, without
+//     that lag: machine/cutover's Cutover names, for every shard traffic leaves (fenced by
+//     then), the copy's slot name, and the driver waits with
+//     adapters/postgres.Backend.AwaitSlotDrain until every logical slot of the stream in
+//     that shard's database has confirmed_flush_lsn at or past the shard's
+//     pg_current_wal_insert_lsn(), read once at the start of the wait; only then is
+//     CUTOVER sent. What that rests on: the stream confirms a transaction to its slot only
+//     once it has committed it on every destination shard (publisher/publisher_impl.rs
+//     sends the status update subscriber/stream.rs builds from committed_lsn), and it
+//     answers a keepalive outside a transaction with the keepalive's WAL end, so an idle,
+//     caught-up stream confirms the end of the WAL; the slots of source shard i are named
+//     <slot>_<i> (slot.rs above), and the reverse stream the forward CUTOVER starts
+//     reuses the orchestrator's slot name (orchestrator.rs, cutover: refresh_publisher
+//     with replication_slot), so on the destination's shard j it is <slot>_<j> again. The
+//     drain matches the slots named <slot> or starting with <slot>_ in the shard's
+//     database, which covers that and the reference router's <slot>_<i>_<j>; a slot of
+//     that name a stopped copy left behind in the same database never advances, so the
+//     drain times out and CUTOVER is not sent (refused, not lost). Seen with it
+//     (2026-12-03, TestRealPgDogFencedCutoverUnderLoad -count=3): 0 acknowledged writes
+//     lost in 3 forward runs, 3 rollbacks and 3 reverses; without it (SkipDrain, 4 runs
+//     each) one forward lost 59.
 //   - Seen and not yet explained (the fenced cutover under load, TestRealPgDogFenced...):
 //     once, an accepted CUTOVER whose task stayed running/replicating for four minutes
 //     (2026-12-02).

@@ -303,6 +303,15 @@ func (s cutShard) FenceWrites(ctx context.Context, role string) error {
 	return err
 }
 
+// AwaitSlotDrain is the Postgres backend's: the drain before CUTOVER.
+func (s cutShard) AwaitSlotDrain(ctx context.Context, slot string) error {
+	d, ok := s.ShardBackend.(adapters.SlotDrainer)
+	if !ok {
+		return fmt.Errorf("%T cannot drain", s.ShardBackend)
+	}
+	return d.AwaitSlotDrain(ctx, slot)
+}
+
 func (s cutShard) UnfenceWrites(ctx context.Context, role string) error {
 	called := time.Now()
 	err := s.ShardBackend.UnfenceWrites(ctx, role)

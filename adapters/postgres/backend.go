@@ -38,6 +38,12 @@ type Options struct {
 	// just before the commit shows in pg_stat_activity only once its startup is done, and
 	// this is the time it is given to show up and be ended.
 	Settle time.Duration
+	// DrainTimeout bounds AwaitSlotDrain; default 30 s (DefaultDrainTimeout). Writes wait
+	// in the pause for as long: the stream must apply what it holds well within it.
+	DrainTimeout time.Duration
+	// DrainPoll is AwaitSlotDrain's interval between reads of the slots' positions;
+	// default 5 ms (DefaultDrainPoll).
+	DrainPoll time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -46,6 +52,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Settle <= 0 {
 		o.Settle = 50 * time.Millisecond
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.DrainPoll <= 0 {
+		o.DrainPoll = DefaultDrainPoll
 	}
 	return o
 }

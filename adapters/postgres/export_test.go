@@ -1,6 +1,10 @@
 package postgres
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // Mutations names the deliberate bugs tests can switch on (see mutation.go).
 var Mutations = map[string]mutation{
@@ -24,4 +28,13 @@ func Mutate(b *Backend, name string) {
 		panic(fmt.Sprintf("no mutation %q", name))
 	}
 	b.mut |= m
+}
+
+// DrainTarget runs AwaitSlotDrain's target query on b with the literal position lsn in
+// place of pg_current_wal_insert_lsn(): what the drain would wait for there.
+func DrainTarget(ctx context.Context, b *Backend, lsn string) (string, error) {
+	q := strings.Replace(drainTargetQuery, drainPosition, "'"+lsn+"'::pg_lsn", 1)
+	var at, target string
+	err := b.pool.QueryRow(ctx, q).Scan(&at, &target)
+	return target, err
 }

@@ -53,6 +53,13 @@ type Router struct {
 	// CutoverTimeout is PgDog's cutover_timeout in ms (the action: abort): how long CUTOVER
 	// waits for the stream to drain before it gives up and clears its holds. Zero is 30 s.
 	CutoverTimeout int64
+	// StaleLagSwap makes CUTOVER swap without waiting for its stream to have carried
+	// everything, as PgDog 9918e963 can: its wait reads a lag the stream refreshes once a
+	// second (publisher_impl.rs), so a stale 0 lets the swap go, and the swap ends the
+	// stream with what it had not applied. Only the cutover's own drain (Cutover.Drain,
+	// which the scenario's executor runs through SlotDrained before it sends CUTOVER) then
+	// keeps acknowledged writes from being left behind.
+	StaleLagSwap bool
 	// FailAfterSwap is how many of the instance's next CUTOVERs fail after their swap (as
 	// fault pgdog.cutover.fail_after_swap does), for worlds that need that path every run.
 	FailAfterSwap int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
@@ -231,6 +232,32 @@ func (r *Router) SlotLag(slot string) int64 {
 	return -1
 }
 
+// SlotDrained reports, for the logical slots of the streams named after slot on source b
+// (a task's Slot is slot, or starts with slot+"_": the copy's and the reverse stream's,
+// "<slot>_reverse"), whether each has carried everything b held up to at; found is false
+// when no running stream of this instance reads from b through such a slot. The slot is
+// Postgres's in reality; the model keeps a stream's position (its cursor) in the task.
+// It nudges each such stream to pull, as the walsender's keepalives do.
+func (r *Router) SlotDrained(slot string, b *Backend, at uint64) (drained, found bool) {
+	drained = true
+	for _, t := range r.tasks {
+		if !r.alive(t) || t.Slot != slot && !strings.HasPrefix(t.Slot, slot+"_") {
+			continue
+		}
+		for i, name := range t.src {
+			if r.dir[name] != b {
+				continue
+			}
+			found = true
+			if t.cursor == nil || slices.ContainsFunc(b.ChangesSince(t.cursor[i]), func(c Change) bool { return c.LSN <= at }) {
+				drained = false
+				r.wake(t)
+			}
+		}
+	}
+	return drained && found, found
+}
+
 func (r *Router) task(id int64) (*Task, error) {
 	for _, t := range r.tasks {
 		if t.ID == id {
@@ -295,7 +322,7 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 		if !r.alive(t) {
 			return
 		}
-		if r.Lag(t) != 0 {
+		if r.Lag(t) != 0 && !r.StaleLagSwap {
 			if r.s.Now() >= deadline {
 				t.Inner = "replicating"
 				r.clearHolds()

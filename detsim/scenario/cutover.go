@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash"
@@ -41,7 +42,7 @@ var Cutover = detsim.Scenario{
 	Mutants: []string{MutantSkipFence, MutantUnfencedDestination, MutantPublishBeforeCutover, MutantResumeBeforePublish,
 		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence,
 		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
-		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold},
+		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold, MutantSkipDrain},
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny,
 	TinyPoints:  []string{"pgdog.cutover.crash", "backend.restart", "store.cas.conflict"},
@@ -96,6 +97,10 @@ const (
 	// MutantNoLagThreshold pauses at any lag (Options.LagThreshold at its maximum): the
 	// catch-up gate is gone.
 	MutantNoLagThreshold = "cutover-no-lag-threshold"
+	// MutantSkipDrain sends CUTOVER without the drain (cutover.Mutants.SkipDrain): in the
+	// cutover-drain world, whose PgDog swaps on a stale lag (model.Router.StaleLagSwap),
+	// the writes the stream had not carried are left on the source.
+	MutantSkipDrain = "cutover-skip-drain"
 )
 
 func cutoverMutants(mutant string) cutover.Mutants {
@@ -111,6 +116,7 @@ func cutoverMutants(mutant string) cutover.Mutants {
 		OpenDestinationOnRollback: mutant == MutantOpenDestinationOnRollback,
 		SkipFinalReload:           mutant == MutantSkipFinalReload,
 		SkipCheck:                 mutant == MutantSkipCheck,
+		SkipDrain:                 mutant == MutantSkipDrain,
 	}
 }
 
@@ -150,6 +156,57 @@ func hostCutover(d *daemon) *cutoverRun {
 		Save:       saveBy[cutover.Input, cutover.Command]("cutover", cutover.Restore),
 	})
 	return c
+}
+
+// drain is the executor's wait before a CUTOVER (driver.CutoverExecutor with
+// postgres.Backend.AwaitSlotDrain): on each shard of x.Drain at once, read the shard's WAL
+// position, then poll every 5 ms until the stream of d's task through the slot has
+// carried everything up to it, for at most the instance's cutover timeout (the budget
+// the pause has). Then cut; any failure is the Cutover's answer instead, and CUTOVER is
+// not sent.
+func (c *cutoverRun) drain(x cutover.Cutover, r *model.Router, fail func(any, error), cut func()) {
+	s, f := c.d.f.s, c.d.f
+	if len(x.Drain) == 0 {
+		cut()
+		return
+	}
+	left, errs := len(x.Drain), []error(nil)
+	wait := cmp.Or(r.CutoverTimeout, 30_000)
+	for _, d := range x.Drain {
+		b := f.dir[d.Backend.Host]
+		s.Net.Call(c.d.ctl.Node, b.Node, "drain "+d.Shard, detsim.Idempotent,
+			func(rep detsim.Reply) {
+				at, deadline := b.LSN(), s.Now()+wait
+				var poll func()
+				poll = func() {
+					drained, found := r.SlotDrained(d.Slot, b, at)
+					switch {
+					case !found:
+						rep(nil, fmt.Errorf("no logical replication slot of %q on shard %s", d.Slot, d.Shard))
+					case drained:
+						rep(nil, nil)
+					case s.Now() >= deadline:
+						rep(nil, fmt.Errorf("slot %q on shard %s not drained after %d ms", d.Slot, d.Shard, wait))
+					default:
+						s.After(5, detsim.Label{Kind: "slot-drain", To: b.Name, What: d.Shard}, poll)
+					}
+				}
+				poll()
+			},
+			func(_ any, err error) {
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if left--; left > 0 {
+					return
+				}
+				if len(errs) > 0 {
+					fail(nil, errors.Join(errs...))
+					return
+				}
+				cut()
+			})
+	}
 }
 
 func taskOf(t *model.Task) cutover.Task {
@@ -253,8 +310,10 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			func(rep detsim.Reply) { rep(nil, b.UnfenceWrites(x.Role)) }, reply(x.Step))
 	case cutover.Cutover:
 		r := f.router(x.Instance)
-		s.Net.Call(ctl, r.Node, "cutover "+strconv.FormatInt(x.Task, 10), 0,
-			func(rep detsim.Reply) { r.Cutover(x.Task, rep) }, reply(x.Step))
+		c.drain(x, r, reply(x.Step), func() {
+			s.Net.Call(ctl, r.Node, "cutover "+strconv.FormatInt(x.Task, 10), 0,
+				func(rep detsim.Reply) { r.Cutover(x.Task, rep) }, reply(x.Step))
+		})
 	case cutover.WriteFiles:
 		s.Net.Call(ctl, f.files.Node, "write g"+strconv.FormatUint(x.Generation, 10), detsim.Idempotent,
 			func(rep detsim.Reply) { rep(nil, f.files.Write(x.Generation, model.Render(x.Record, false))) }, reply(x.Step))

@@ -31,8 +31,10 @@ const InvCutoverAsDecided = "cutover-as-decided"
 // finite throughput (20 changes/s), PgDog's cutover_timeout at 1.5 s and a burst of writes
 // (300 to 600, one every 2 ms) from the moment the cutover starts, so the copy's slot holds
 // a backlog when the stream starts and the first polls show a large lag: the catch-up lag
-// threshold is what keeps the pause short enough for CUTOVER to drain. Checked: all of the
-// cutover scenario's invariants, and InvCutoverAsDecided.
+// threshold is what keeps the pause short enough for the drain. Its PgDog swaps on a stale
+// lag (model.Router.StaleLagSwap), so the cutover's own drain before CUTOVER, bounded by
+// the same cutover_timeout, is what keeps the stream's last writes (MutantSkipDrain).
+// Checked: all of the cutover scenario's invariants, and InvCutoverAsDecided.
 var CutoverDrain = detsim.Scenario{
 	Name:    "cutover-drain",
 	Probes:  []string{"drain.backlog", "cutover.finalized"},
@@ -129,6 +131,7 @@ func drainWindow(s *detsim.Sim) *cutoverWindow {
 	w.setup = func(f *fleet, c *cutoverRun) {
 		for _, r := range f.routers {
 			r.StreamRate, r.CutoverTimeout = rate, timeout
+			r.StaleLagSwap = true // PgDog's own wait may swap early: only the drain waits
 		}
 		f.clients = append(f.clients, s.Net.AddNode("bulk"))
 		client := len(f.clients) - 1

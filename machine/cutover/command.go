@@ -95,9 +95,41 @@ type Unfence struct {
 // swaps the two databases' names in that instance's routing, starts the reverse stream and
 // clears that instance's maintenance holds. Answer with Reply. The driver must not retry it
 // on its own: on any error the machine asks ListTasks what happened.
+//
+// Before it sends CUTOVER the driver must wait for Drain: for every shard traffic leaves
+// (the source shards forward, the destination's in a reverse), all of them fenced when the
+// machine sends the command, until Task's stream has confirmed everything the shard's WAL
+// held when the wait began (see SlotDrain). PgDog's own wait before its swap reads a lag
+// it refreshes once a second, so a stale 0 let the swap go with acknowledged writes not
+// yet applied on the other layout (adapters/pgdog package doc). If the wait fails or
+// times out, CUTOVER is not sent and the Reply carries the error: the machine then lists
+// d's tasks, finds the task still replicating and tries again (up to Attempts), then
+// rolls back.
 type Cutover struct {
 	Step, Instance string
 	Task           int64
+	Drain          []SlotDrain
+}
+
+// SlotDrain is one shard's part of a Cutover's drain: wait until every logical slot of
+// Task's stream in Backend's database has confirmed_flush_lsn at or past the shard's
+// pg_current_wal_insert_lsn(), read once at the start of the wait (after the fence, so
+// nothing the application role writes can come after it).
+//
+// Slot is the name the copy was given (CopyData.Slot), not a slot's own name: how a
+// router names the slots of a stream is its own business. PgDog 9918e963 makes one per
+// source shard, <slot>_<i> (pgdog/src/backend/replication/logical/publisher/slot.rs,
+// ReplicationSlot::replication), and its reverse stream, set up by the forward CUTOVER,
+// reuses the orchestrator's slot name, so on destination shard j it is <slot>_<j> too
+// (orchestrator.rs, refresh_publisher); the reference router (refrouter) makes one per
+// pair of shards, <slot>_<i>_<j>, and its stream back <slot>_r<n>_<i>_<j>. So the slots
+// of the stream on a shard are those of Backend's database (pg_replication_slots.database:
+// test rigs put several shards' databases on one server) named Slot or starting with
+// Slot+"_"; none at all is an error, never a drain that passed.
+type SlotDrain struct {
+	Shard   string
+	Backend shardmap.Backend
+	Slot    string
 }
 
 // ListTasks asks for every root task on the instance (SHOW TASKS, rows whose scope is
@@ -256,7 +288,17 @@ func (c Unfence) String() string {
 	return "Unfence step=" + c.Step + " shard=" + c.Shard + " backend=" + backendAddr(c.Backend) + " role=" + c.Role
 }
 func (c Cutover) String() string {
-	return "Cutover step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task)
+	s := "Cutover step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task)
+	if len(c.Drain) > 0 {
+		s += " drain="
+		for i, d := range c.Drain {
+			if i > 0 {
+				s += ","
+			}
+			s += d.Shard + ":" + d.Slot
+		}
+	}
+	return s
 }
 func (c ListTasks) String() string { return "ListTasks step=" + c.Step + " instance=" + c.Instance }
 func (c WriteFiles) String() string {

@@ -115,8 +115,8 @@ func checkStart(in Start) string {
 		return "start: no application role to fence"
 	case p.Publication == "" || !lowerName(p.Publication):
 		return "start: publication " + strconv.Quote(p.Publication) + " must be a lower-case name (PgDog lowercases admin commands)"
-	case len(shardSlot(r, len(r.Shards)-1)) > 63:
-		return "start: slot name " + shardSlot(r, len(r.Shards)-1) + " (PgDog makes one slot per source shard, " + slotName(r) + "_<shard>) is longer than 63 bytes; use a shorter database name"
+	case len(shardSlot(r, max(len(r.Shards), len(r.Target.Shards))-1)) > 63:
+		return "start: slot name " + shardSlot(r, max(len(r.Shards), len(r.Target.Shards))-1) + " (PgDog makes one slot per shard a stream reads from, " + slotName(r) + "_<shard>, the reverse stream's on the destination's shards) is longer than 63 bytes; use a shorter database name"
 	case len(p.Instances) == 0:
 		return "start: no instances"
 	}
@@ -212,7 +212,10 @@ func slotName(r *shardmap.Record) string {
 
 // shardSlot is the slot PgDog makes for source shard i of a COPY_DATA named slotName(r):
 // the name with "_<i>" (pgdog/src/backend/replication/logical/publisher/slot.rs,
-// ReplicationSlot::replication). Postgres refuses slot names over 63 bytes.
+// ReplicationSlot::replication), and for destination shard i of the reverse stream the
+// forward CUTOVER starts, which reuses the name (orchestrator.rs, refresh_publisher).
+// Postgres refuses slot names over 63 bytes. Only Start's length check uses it: the drain
+// names the stream by slotName (SlotDrain), not by any router's slot naming.
 func shardSlot(r *shardmap.Record, i int) string { return slotName(r) + "_" + strconv.Itoa(i) }
 
 // ---- step ids ----
@@ -462,7 +465,7 @@ func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	case kUnfence:
 		c = Unfence{Step: step, Shard: o.Target, Backend: m.layout(o.Side).Shards[o.Index].Backend, Role: m.s.Plan.Role}
 	case kCutover:
-		c = Cutover{Step: step, Instance: o.Target, Task: o.Task}
+		c = Cutover{Step: step, Instance: o.Target, Task: o.Task, Drain: m.drain()}
 	case kFiles:
 		r := m.filesRecord()
 		c = WriteFiles{Step: step, Generation: r.Generation, Record: r}
@@ -1330,4 +1333,19 @@ func (m *Machine) pastPNR() {
 	if m.s.Abort && m.s.Decision == decNone {
 		m.s.Decision = decReverse
 	}
+}
+
+// drain is what a Cutover waits for before its CUTOVER: the stream of the task it cuts
+// over, on every shard traffic leaves (fenced by now: stFence precedes stCutover). The
+// forward copy and PgDog's reverse stream both carry the slot name the copy was given
+// (see SlotDrain), so both directions drain the same name.
+func (m *Machine) drain() []SlotDrain {
+	if mu := m.s.Plan.Options.Mutants; mu.SkipDrain || m.s.Reverse && mu.SkipReverseDrain {
+		return nil
+	}
+	var out []SlotDrain
+	for _, sh := range m.layout(m.from()).Shards {
+		out = append(out, SlotDrain{Shard: sh.Name, Backend: sh.Backend, Slot: slotName(m.s.Origin)})
+	}
+	return out
 }

@@ -19,8 +19,14 @@
 //     holds, so d writes to the destination at once; a write it took there would be on no
 //     shard the rollback serves, with no stream to carry it back. Replication (the copy,
 //     the reverse stream) logs in as another role: the fence does not stop it.
-//  4. CUTOVER <task> on d: d swaps the two databases' names in memory and starts the
-//     reverse stream (new shards to old). This is the point of no return.
+//  4. Drain, then CUTOVER <task> on d: the driver waits until the copy's stream has
+//     confirmed, on every source shard, everything that shard's WAL held once it was fenced
+//     (Cutover.Drain, SlotDrain), and only then sends CUTOVER; d swaps the two databases'
+//     names in memory and starts the reverse stream (new shards to old). This is the point
+//     of no return. PgDog's own wait before its swap is not enough: it reads a lag its
+//     stream refreshes once a second, and a stale 0 let the swap go with acknowledged
+//     writes not yet on the destination (PgDog 9918e963, 2 of 8 runs under load, 64 and
+//     120 writes; see the adapters/pgdog package doc).
 //  5. Publish generation g+1 by compare-and-set, then open the destination (unfence its
 //     shards), write the files, RELOAD every other instance.
 //  6. Resume <db> on every instance, then check d: list its tasks; if the reverse stream is
@@ -28,8 +34,8 @@
 //     files of g, so RELOAD it onto those of g+1 before serving.
 //  7. Finalize (STOP_TASK the reverse stream, RELOAD d onto the files of g+1, wait Grace,
 //     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
-//     pause, fence both layouts (the source is fenced already), CUTOVER the reverse
-//     stream, publish g+2 = the old layout, open the old shards, write the files, reload
+//     pause, fence both layouts (the source is fenced already), drain the reverse stream on
+//     the new shards and CUTOVER it, publish g+2 = the old layout, open the old shards, write the files, reload
 //     every instance, d included, resume, check d the same way; the new shards stay
 //     fenced). d is reloaded in a reverse because PgDog's CUTOVER swaps the names in the
 //     config d loaded from its files, never in the one its forward CUTOVER made
@@ -98,6 +104,12 @@
 //     own step id ("…#2"), and only the answer of the attempt in flight settles the step,
 //     so no command is sent that an attempt still out could land after (an Unfence after
 //     a Fence, a Resume after a Pause, a Fence of the next Reverse after an Unfence).
+//   - A drain that fails (no slot of the stream on a shard, or its time runs out: the
+//     stream has not applied what the shard took before the fence) is the Cutover's
+//     failed answer, and CUTOVER was not sent: the listing below finds the task still
+//     replicating, so the Cutover, drain included, is sent again up to Attempts, then the
+//     cutover rolls back (a reverse is undone instead, ReverseAborted: the new layout
+//     serves again, and Finalize or another Reverse may follow).
 //   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
 //     machine lists d's tasks. The copy task still waiting means it did not take (sent again
 //     up to Attempts); finished, or a newer stream, means it did; failed means roll back

@@ -184,6 +184,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"skip-check":                   func(m *cutover.Mutants) { m.SkipCheck = true },
 	"reverse-keeps-designated":     func(m *cutover.Mutants) { m.ReverseKeepsDesignated = true },
 	"silent-lost-copy":             func(m *cutover.Mutants) { m.SilentLostCopy = true },
+	"skip-drain":                   func(m *cutover.Mutants) { m.SkipDrain = true },
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {

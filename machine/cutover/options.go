@@ -121,6 +121,17 @@ type Mutants struct {
 	// "resumed while shard ... is fenced" and a rolled-back source shard left fenced
 	// (TestRetryHasItsOwnStep).
 	RetryReusesStep bool
+	// SkipDrain sends CUTOVER without a drain (Cutover.Drain empty), as the machine once
+	// did, trusting PgDog's own wait before its swap, which reads a lag refreshed once a
+	// second: acknowledged writes the stream had not applied yet stay on the layout traffic
+	// left. Trips "without draining" and "acknowledged writes lost" (the world model:
+	// TestMutantsTripInvariants and testdata/interaction/mutants.txt, skip-drain).
+	SkipDrain bool
+	// SkipReverseDrain sends the reverse CUTOVER without a drain (the forward one keeps
+	// its): what the new layout took while it served and the stream back had not applied
+	// yet stays there when the reverse's swap ends that stream. Trips "without draining" and
+	// "acknowledged writes lost" in a reverse (TestMutantsTripInvariants).
+	SkipReverseDrain bool
 	// SilentLostCopy rolls back a COPY_DATA that failed every try without an Alert, as the
 	// machine once did: a try whose answer was lost may have started a task, which the undo
 	// cannot stop since it never learnt its id, and it goes on replicating from its slot.

@@ -352,6 +352,10 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"SkipCheck", cutover.Mutants{SkipCheck: true}, "serving ended with the designated instance", 2000, 200},
 		{"ReverseKeepsDesignated", cutover.Mutants{ReverseKeepsDesignated: true}, "reversed but the designated instance", 200, 200},
 		{"SilentLostCopy", cutover.Mutants{SilentLostCopy: true}, "no Alert says so", 2000, 200},
+		{"SkipDrain", cutover.Mutants{SkipDrain: true}, "sent without draining shard", 0, 0},
+		{"SkipDrain/lost", cutover.Mutants{SkipDrain: true}, "acknowledged writes lost", 0, 0},
+		{"SkipReverseDrain", cutover.Mutants{SkipReverseDrain: true}, "sent without draining shard n0 of the dst layout", 0, 0},
+		{"SkipReverseDrain/lost", cutover.Mutants{SkipReverseDrain: true}, "acknowledged writes lost: taken on the dst layout", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds, chaos := cmp.Or(tc.seeds, 20), cmp.Or(tc.chaos, 40)

@@ -52,11 +52,15 @@ type world struct {
 
 	// The clients' writes: after every effect each instance that is not held writes once,
 	// to the layout it routes to, if a shard of it takes the role. A write is on both
-	// layouts when a stream from its layout to the other runs (the world's streams carry
-	// at once, and CUTOVER drains before it swaps); otherwise it is stranded on its layout,
-	// lost if the database ends up serving the other one.
+	// layouts once a stream from its layout to the other has applied it; one made while no
+	// stream runs is stranded on its layout, lost if the database ends up serving the other
+	// one. A stream applies its writes late (inStream): PgDog's CUTOVER can swap before its
+	// stream applied the last ones (its wait reads a lag refreshed once a second), and the
+	// swap ends that stream, so only a Cutover whose Drain covers every shard of the layout
+	// traffic leaves, fenced, carries them over; without it they are stranded.
 	acked    int
 	stranded map[string]int
+	inStream map[string]int
 	// Pause rounds: each first-round Pause's step (without its attempt) and whether one of
 	// its attempts took effect, and the rounds whose fence was sent (Missed must list every
 	// instance such a round did not pause).
@@ -89,7 +93,7 @@ func newWorld(rec *shardmap.Record, instances []string, designated string, first
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation, filesOn: "src",
 		fenced: map[string]bool{}, routes: map[string]string{}, loaded: map[string]string{}, paused: map[string]bool{},
-		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{},
+		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
 	}
 	for _, s := range rec.Shards {
@@ -175,18 +179,68 @@ func (w *world) traffic(after string) {
 			w.violate("%s writes reach the %s layout after %s, which no stored generation routes to (the store routes to %s at generation %d): fenced=%v",
 				i, l, after, pub, w.store.Generation, w.fenced)
 		}
-		if !w.streams(l) {
+		if w.streams(l) {
+			w.inStream[l]++
+		} else {
 			w.stranded[l]++
 		}
 	}
 }
 
-// drain is a CUTOVER's: what the stream from layout l has not carried yet reaches the
-// other layout before the swap (the world's streams carry at once, so nothing is left).
-func (w *world) drain(l string) {
-	if w.streams(l) {
-		w.stranded[l] = 0
+// cutFrom is the layout the stream c cuts over carries writes from: the copy's (the
+// source), or the forward CUTOVER's stream's (the destination); else where d routes.
+func (w *world) cutFrom(c cutover.Cutover) string {
+	switch {
+	case c.Task == w.copyTask:
+		return "src"
+	case c.Task == w.stream && w.stream != noTask:
+		return "dst"
 	}
+	return w.routes[c.Instance]
+}
+
+// drains reports whether c's Drain names every shard of layout l (the driver waits for it
+// before it sends CUTOVER; checkDrain checks, when the machine sends it, that each is
+// fenced).
+func drains(c cutover.Cutover, shards []string) (missing string, ok bool) {
+	for _, s := range shards {
+		if !slices.ContainsFunc(c.Drain, func(d cutover.SlotDrain) bool { return d.Shard == s && d.Slot != "" }) {
+			return s, false
+		}
+	}
+	return "", true
+}
+
+// checkDrain: a CUTOVER is sent only with a drain of every shard of the layout traffic
+// leaves, each fenced already, so that the point the drain waits for comes after the
+// application's last write there.
+func (w *world) checkDrain(c cutover.Cutover) {
+	l := w.cutFrom(c)
+	if s, ok := drains(c, w.shards(l)); !ok {
+		w.violate("%s sent without draining shard %s of the %s layout: PgDog may swap before its stream applied the last writes", c, s, l)
+		return
+	}
+	for _, s := range w.shards(l) {
+		if !w.fenced[s] {
+			w.violate("%s drains shard %s while it is not fenced: writes after the drain's point are not waited for", c, s)
+		}
+	}
+}
+
+// drain is what comes before a CUTOVER's swap: the stream from layout l applies what it
+// holds if the Cutover drained every shard of l (the driver waited for it), and what it
+// has not applied is stranded on l otherwise (the swap ends the stream).
+func (w *world) drain(c cutover.Cutover) {
+	l := w.cutFrom(c)
+	if !w.streams(l) {
+		return
+	}
+	if _, ok := drains(c, w.shards(l)); ok {
+		w.stranded[l] = 0
+	} else {
+		w.stranded[l] += w.inStream[l]
+	}
+	w.inStream[l] = 0
 }
 
 // holdOf names the switch a command turns and which way: a shard's fence (Fence on,
@@ -222,6 +276,9 @@ func (w *world) send(c cutover.Command) {
 		if l := w.layoutOf(w.store); w.routes[c.Instance] != l {
 			w.violate("serving ended with the designated instance %s routing to the old layout %s (the store routes to %s): it restarted after its CUTOVER and was not reloaded", c.Instance, w.routes[c.Instance], l)
 		}
+	}
+	if c, ok := c.(cutover.Cutover); ok {
+		w.checkDrain(c)
 	}
 	t, on, ok := holdOf(c)
 	if !ok {
@@ -292,7 +349,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 			w.copyTask, w.slotTask = w.nextTask, w.nextTask
 			w.tasks[w.copyTask] = cutover.TaskSyncing
 			w.nextTask++
-			w.stranded["src"] = 0 // the initial copy carries every row
+			w.stranded["src"], w.inStream["src"] = 0, 0 // the initial copy carries every row
 		}
 		return cutover.CopyStarted{Step: c.Step, Task: w.slotTask, Err: fail}
 	case cutover.PollCopy:
@@ -422,7 +479,7 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	if !ok || st != cutover.TaskReplicating {
 		return false // "task is not a replication task"
 	}
-	w.drain(w.routes[c.Instance])
+	w.drain(c)
 	w.tasks[c.Task] = cutover.TaskFinished
 	id := w.nextTask
 	w.nextTask++
@@ -480,7 +537,7 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 	if st := w.tasks[c.Task]; st != cutover.TaskReplicating {
 		return
 	}
-	w.drain(w.routes[c.Instance]) // the drain comes before the swap
+	w.drain(c) // the drain comes before the swap
 	w.tasks[c.Task] = cutover.TaskFailed
 	w.routes[c.Instance] = w.swapped(c.Instance)
 	w.paused[c.Instance] = false

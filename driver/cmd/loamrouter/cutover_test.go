@@ -191,6 +191,7 @@ func TestCutoverThroughTheDaemon(t *testing.T) {
 	w.mu.Lock()
 	require.Equal(t, 1, w.cutover, "one CUTOVER on the designated instance")
 	require.Equal(t, 6, w.fences, "both layouts fenced at step 3: the 2 source shards and the 4 destination shards")
+	require.Len(t, w.drained, 2, "the CUTOVER waited for the drain of the 2 source shards: %v", w.drained)
 	src := reshardingRecord()
 	for _, l := range []*shardmap.Layout{&src.Layout, src.Target} {
 		for _, s := range l.Shards {
@@ -329,7 +330,7 @@ func TestCutoverWaitsForThePush(t *testing.T) {
 	// before its Outcome is audited, so an audit-order check fails on a loaded machine
 	// while the fleet saw the right order.
 	cutoverOps := map[string]bool{"Tasks": true, "CopyData": true, "SlotLag": true, "Pause": true,
-		"Cutover": true, "StopTask": true, "FenceWrites": true, "UnfenceWrites": true}
+		"AwaitSlotDrain": true, "Cutover": true, "StopTask": true, "FenceWrites": true, "UnfenceWrites": true}
 	var calls []string
 	require.Eventually(t, func() bool {
 		w.mu.Lock()

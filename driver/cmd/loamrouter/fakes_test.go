@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -16,11 +18,14 @@ import (
 // cutover (pause, resume, reload, COPY_DATA, SHOW TASKS, slot lag, CUTOVER, STOP_TASK) and
 // of Postgres's fence, recording what was done to it.
 type world struct {
-	mu      sync.Mutex
-	paused  map[string]bool
-	gen     map[string]uint64 // instance → generation it reloaded
-	fenced  map[string]bool   // backend key → fenced
-	fences  int               // FenceWrites calls
+	mu     sync.Mutex
+	paused map[string]bool
+	gen    map[string]uint64 // instance → generation it reloaded
+	fenced map[string]bool   // backend key → fenced
+	fences int               // FenceWrites calls
+	// drained is the backend keys whose slot drain ran, and whether they were fenced
+	// then; a CUTOVER is refused without one, or with one that ran unfenced.
+	drained map[string]bool
 	tasks   map[int64]adapters.Task
 	lag     []int64 // lags SlotLag returns in turn (the last one repeats)
 	cutover int     // CUTOVER calls
@@ -42,7 +47,7 @@ func (w *world) record(op, who string, gen ...uint64) {
 }
 
 func newWorld() *world {
-	return &world{paused: map[string]bool{}, gen: map[string]uint64{}, fenced: map[string]bool{}, tasks: map[int64]adapters.Task{}, failApply: map[string]int{},
+	return &world{paused: map[string]bool{}, gen: map[string]uint64{}, fenced: map[string]bool{}, drained: map[string]bool{}, tasks: map[int64]adapters.Task{}, failApply: map[string]int{},
 		lag: []int64{9_000_000, 6_000_000, 3_000_000, 500}, next: 7}
 }
 
@@ -121,6 +126,9 @@ func (r fakeRouter) Cutover(ctx context.Context, task int64) error {
 	if !ok {
 		return errors.New("no such task")
 	}
+	if len(r.w.drained) == 0 || slices.Contains(slices.Collect(maps.Values(r.w.drained)), false) {
+		return errors.New("CUTOVER before the shards it leaves drained while fenced")
+	}
 	r.w.cutover++
 	t.Status = "finished"
 	r.w.tasks[task] = t
@@ -155,6 +163,13 @@ func (b fakeBackend) FenceWrites(ctx context.Context, role string) error {
 	b.w.record("FenceWrites", b.key)
 	b.w.fenced[b.key] = true
 	b.w.fences++
+	return nil
+}
+func (b fakeBackend) AwaitSlotDrain(ctx context.Context, slot string) error {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.w.record("AwaitSlotDrain", b.key)
+	b.w.drained[b.key] = b.w.fenced[b.key]
 	return nil
 }
 func (b fakeBackend) UnfenceWrites(ctx context.Context, role string) error {
