@@ -272,7 +272,19 @@ type CutoverConfig struct {
 	// FinalizeAfter, when set, finalizes that long after every instance resumed unless a
 	// rollback is asked first (default: wait for `cutover finalize`).
 	FinalizeAfter Duration `toml:"finalize_after"`
+	// ReverseSettle is how long a reverse waits between reloading the instances onto the
+	// old layout and opening it (cutover.Options.ReverseSettle): the writes PgDog retries
+	// there with the new layout's shard index wait on the fenced shards until PgDog's
+	// checkout_timeout refuses them. Default DefaultReverseSettle, PgDog's default
+	// checkout_timeout (which the rendered files keep) and 100 ms; set it above the
+	// checkout_timeout the instances run with.
+	ReverseSettle Duration `toml:"reverse_settle"`
 }
+
+// DefaultReverseSettle is databases.cutover.reverse_settle when unset: PgDog's default
+// checkout_timeout (5 s, kept by kernel/render unless PgDogOptions.CheckoutTimeout is set)
+// and 100 ms.
+const DefaultReverseSettle = 5100 * time.Millisecond
 
 // FencingConfig is one fenced session directory on Valkey/Redis whose key migration the
 // fencing commands drive.

@@ -172,3 +172,23 @@ func TestCutoverInstanceAttemptsReachesThePlan(t *testing.T) {
 		require.NotZero(t, p.Options.Attempts, c.text)
 	}
 }
+
+// TestCutoverReverseSettleReachesThePlan: databases.cutover.reverse_settle is the plan's
+// cutover.Options.ReverseSettle; unset it is DefaultReverseSettle (above PgDog's default
+// checkout_timeout, which the rendered files keep), never 0, which would open the old
+// layout before the reverse's RELOAD.
+func TestCutoverReverseSettleReachesThePlan(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int64
+	}{
+		{"reverse_settle = \"2s\"\n", 2000},
+		{"attempts = 4\n", DefaultReverseSettle.Milliseconds()},
+	} {
+		cfg, err := ParseConfig("loam.toml", []byte("[[databases]]\nname = \"app\"\n[databases.cutover]\n"+c.text))
+		require.NoError(t, err)
+		dc, ok := cfg.Database(adapters.DBRef{Namespace: "default", Database: "app"})
+		require.True(t, ok)
+		require.Equal(t, c.want, dc.CutoverPlan().Options.ReverseSettle, c.text)
+	}
+}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -189,6 +190,7 @@ func (dc *DatabaseConfig) CutoverPlan() cutover.Plan {
 	p.Options.PollEvery, p.Options.FinalizeAfter = dc.Cutover.PollEvery.Milliseconds(), dc.Cutover.FinalizeAfter.Milliseconds()
 	p.Options.RetryAfter, p.Options.Attempts = dc.Cutover.RetryAfter.Milliseconds(), dc.Cutover.Attempts
 	p.Options.InstanceAttempts = dc.Cutover.InstanceAttempts
+	p.Options.ReverseSettle = cmp.Or(dc.Cutover.ReverseSettle, Duration{DefaultReverseSettle}).Milliseconds()
 	if p.Publication == "" {
 		p.Publication = strings.ToLower(dc.Name) + "_pub"
 	}

@@ -230,7 +230,7 @@ func task(t adapters.Task) cutover.Task {
 	if t.InnerStatus != "" {
 		detail += " (" + t.InnerStatus + ")"
 	}
-	return cutover.Task{ID: t.ID, State: cutover.ClassifyTask(t.Status, t.InnerStatus), Detail: detail}
+	return cutover.Task{ID: t.ID, State: cutover.ClassifyTask(t.Status, t.InnerStatus), Detail: detail, Kind: t.Kind}
 }
 
 func (e *CutoverExecutor) instance(id string) (adapters.RouterInstance, error) {

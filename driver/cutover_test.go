@@ -29,6 +29,7 @@ type fleet struct {
 	routes   map[string]string // instance -> layout it routes to ("s" old, "n" new)
 	fenced   map[string]bool   // backend key -> fenced
 	tasks    map[int64]string  // id -> PgDog status/inner, as SHOW TASKS shows them
+	kinds    map[int64]string  // id -> SHOW TASKS's type column
 	next     int64
 	cutovers int
 	asked    int    // CUTOVERs received, taken or refused
@@ -43,7 +44,7 @@ type fleet struct {
 }
 
 func newFleet(ids []string) *fleet {
-	f := &fleet{paused: map[string]bool{}, routes: map[string]string{}, fenced: map[string]bool{}, tasks: map[int64]string{}, next: 7,
+	f := &fleet{paused: map[string]bool{}, routes: map[string]string{}, fenced: map[string]bool{}, tasks: map[int64]string{}, kinds: map[int64]string{}, next: 7,
 		layouts: map[string][]string{}, drained: map[string]bool{}, drainErr: map[string]error{}}
 	for _, id := range ids {
 		f.routes[id] = "s"
@@ -93,6 +94,7 @@ func (p pgdog) CopyData(ctx context.Context, src, dst, pub, slot string) (int64,
 	id := p.f.next
 	p.f.next++
 	p.f.tasks[id] = "running/replicating"
+	p.f.kinds[id] = "reshard " + src + " -> " + dst
 	return id, nil
 }
 
@@ -102,7 +104,7 @@ func (p pgdog) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	var out []adapters.Task
 	for id, st := range p.f.tasks {
 		s, inner, _ := strings.Cut(st, "/")
-		out = append(out, adapters.Task{ID: id, Status: s, InnerStatus: inner})
+		out = append(out, adapters.Task{ID: id, Kind: p.f.kinds[id], Status: s, InnerStatus: inner})
 	}
 	return out, nil
 }
@@ -325,7 +327,8 @@ func TestCutoverExecutorAnswers(t *testing.T) {
 	in, _ = e.Execute(ctx, cutover.CopyData{Step: "c", Instance: "pgdog-1", Source: "app", Destination: "app__reshard_4", Publication: "app_pub", Slot: "loam_app_4"})
 	task := in.(cutover.CopyStarted).Task
 	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: task, Slot: "loam_app_4"})
-	require.Equal(t, cutover.CopyPolled{Step: "p", Task: cutover.Task{ID: task, State: cutover.TaskReplicating, Detail: "running (replicating)"}, LagBytes: 10}, in)
+	require.Equal(t, cutover.CopyPolled{Step: "p", Task: cutover.Task{ID: task, State: cutover.TaskReplicating, Detail: "running (replicating)",
+		Kind: "reshard app -> app__reshard_4"}, LagBytes: 10}, in)
 
 	// An instance or backend the executor was not given is an error answer, not a panic.
 	in, _ = e.Execute(ctx, cutover.Pause{Step: "x", Instance: "pgdog-9", Database: "app"})

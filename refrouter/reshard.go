@@ -76,6 +76,16 @@ type Resharder struct {
 
 var _ adapters.Resharder = (*Resharder)(nil)
 
+// listedKind is the task's type as SHOW TASKS lists it, as PgDog 9918e963 does: a COPY_DATA
+// is "reshard <source> -> <destination>" (what the cutover machine recognises its own copy
+// by after a restart, cutover.CopyOf), a stream the stand-in starts itself "replication".
+func (t *streamTask) listedKind() string {
+	if t.kind == "copy_data" {
+		return "reshard " + t.fromDB + " -> " + t.toDB
+	}
+	return t.kind
+}
+
 // streamTask is one replication stream from one layout to another.
 type streamTask struct {
 	id      int64
@@ -541,7 +551,7 @@ func (rs *Resharder) Tasks(ctx context.Context) ([]adapters.Task, error) {
 		if err := rs.refresh(ctx, t); err != nil {
 			return nil, rs.fail("Tasks", err)
 		}
-		out = append(out, adapters.Task{ID: t.id, Kind: t.kind, Status: t.status, InnerStatus: t.inner, Elapsed: time.Since(t.started)})
+		out = append(out, adapters.Task{ID: t.id, Kind: t.listedKind(), Status: t.status, InnerStatus: t.inner, Elapsed: time.Since(t.started)})
 	}
 	return out, nil
 }

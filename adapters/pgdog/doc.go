@@ -163,14 +163,28 @@
 //     PAUSE <user> <db> for the client users only; Resume sends RESUME <db>, then
 //     MAINTENANCE OFF <db>.
 //   - A client of d that its CUTOVER released (the cutover ends maintenance for the whole
-//     instance) is routed by the layout the swap made and waits at a checkout there, the
-//     layout being fenced, until checkout_timeout refuses it; a RELOAD of d within that
-//     time retries it on the reloaded layout with the old shard index (Connection::connect
-//     above). Seen in the reverse scenario (2026-12-03): a write of d's stored once on
-//     the source, on shard 0 where its key hashes to shard 1 (once; again in 1 of 3 runs
-//     with the drain before CUTOVER, and in 2 of 4 without it). The window is the time from
-//     the reverse CUTOVER to d's RELOAD, bounded by checkout_timeout
-//     (render.PgDogOptions.CheckoutTimeout); not fixed yet.
+//     instance: maintenance_mode::stop(None) at the end of ReplicationWaiter::cutover,
+//     pgdog/src/backend/replication/logical/orchestrator.rs) is routed by the layout the
+//     swap made. After the reverse CUTOVER that is the new layout again (the swap is of the
+//     files' config, above), fenced for good: the client waits at its pools, rebuilt on
+//     the same addresses and so still paused (move_conns_to, above), until
+//     checkout_timeout refuses it, or, before it routes, for the cluster's schema to load
+//     (QueryEngine::cluster_check, Cluster::wait_ready in pool/cluster/launch.rs; a
+//     cluster of more than one shard loads it, here through the fenced role), with no
+//     checkout_timeout. d's RELOAD shuts that cluster down, which releases the waiters
+//     (Cluster::shutdown), and PgDog routes them by the cluster they hold and retries them
+//     on the reloaded one with that shard index (Connection::connect above). Seen in the
+//     reverse scenario (2026-12-03, 3 of 6 runs failed): acknowledged writes of d's on
+//     the source shard with their 3-shard hash's index, on no destination shard (key
+//     17179869791: hash 1 of 2, 0 of 3, on source shard 0; written 3.41 s after the first
+//     fence, in the reverse pause, acknowledged 4.52 s, just after d's RELOAD), and d's
+//     other held writes refused "no such shard: 2". A wait before the RELOAD
+//     (checkout_timeout + 100 ms) turned the pool waiters into "checkout timeout" refusals
+//     but not the others (2 of 8 runs failed: keys held from the reverse pause, or from a
+//     reconnect after the forward fence's 57P01, until the RELOAD). machine/cutover's
+//     Options.ReverseSettle therefore reloads before it opens the old layout and waits between:
+//     the retried writes wait for a login the fence refuses until checkout_timeout ends
+//     them (8 of 8 reverse runs passed, 2026-12-03).
 //   - CUTOVER can swap before its stream applied the last writes. should_cutover
 //     (orchestrator.rs) goes once the lag is at most cutover_replication_lag_threshold,
 //     but the lag it reads is the map the stream refreshes once a second

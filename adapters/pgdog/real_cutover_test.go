@@ -93,6 +93,7 @@ type pgCutRun struct {
 	resumed   map[string]bool
 	cutovers  int
 	pastPNR   chan struct{}
+	timeline  *driver.Timeline
 }
 
 type cutScenario int
@@ -427,12 +428,18 @@ func (r *pgCutRun) drive(steady time.Duration) pgCutOutcome {
 		Resharder: driver.Lookup(map[string]adapters.Resharder{"pgdog-1": cutResharder{r.insts["pgdog-1"], r}}),
 		Backend:   driver.Lookup(backs),
 		OnDone:    func(d cutover.Done) { done <- d }, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))}
-	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 100, RetryAfter: 100, Attempts: 3, InstanceAttempts: 1, Grace: 200, CatchUpDeadline: 120_000}
+	// ReverseSettle: a reverse reloads the instances before it opens the old layout, and waits
+	// checkout_timeout between, so that the clients d's reverse CUTOVER released, routed by
+	// the new layout, which d's RELOAD retries on the old one with the new one's shard
+	// index, are refused by the fence (cutover.Options.ReverseSettle).
+	opts := cutover.Options{LagThreshold: 1 << 20, PollEvery: 100, RetryAfter: 100, Attempts: 3, InstanceAttempts: 1, Grace: 200, CatchUpDeadline: 120_000,
+		ReverseSettle: pgCutOptions.CheckoutTimeout.Milliseconds() + 100}
 	if r.scenario == cutForward {
 		opts.FinalizeAfter = 500
 	}
 	start := cutover.Start{Record: r.rec.Clone(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: r.ids, Role: r.role, Publication: "loam_pub", Options: opts}}
 	timeline := &driver.Timeline{}
+	r.timeline = timeline
 	cfg := driver.Config[cutover.Input]{ID: "ns/app", Store: r.store, Logger: exec.Logger, Trace: machine.Discard, Timeline: timeline}
 	if r.scenario == cutReverse {
 		inputs := make(chan cutover.Input)
@@ -507,6 +514,49 @@ func (r *pgCutRun) logMissing(t *testing.T, o pgCutOutcome, where map[int64][]in
 	}
 	if n > 0 {
 		t.Logf("%d acknowledged writes missing\n%s", n, r.logs.String())
+	}
+}
+
+// logMisplaced logs, for the rows where (over the n shards of the layout in force) holds
+// on another shard than their key's hash, the write's instance and its time from the first
+// fence, both hashes, whether the other layout's shards (srv, dbs) hold it, the same
+// worker's writes around it, and the driver's commands on that clock.
+func (r *pgCutRun) logMisplaced(t *testing.T, o pgCutOutcome, where map[int64][]int, n int, srv *pgtest.Server, dbs []string) {
+	t.Helper()
+	r.mu.Lock()
+	fenced := r.fencedAt
+	r.mu.Unlock()
+	at := func(x time.Time) time.Duration { return x.Sub(fenced).Round(time.Millisecond) }
+	misplaced := func(k int64) bool {
+		got := where[k]
+		return len(got) > 0 && (len(got) != 1 || got[0] != int(pghash.ShardOfInt8(k, uint64(n))))
+	}
+	var otherWhere map[int64][]int
+	bad := 0
+	for _, w := range o.writes {
+		if !misplaced(w.Key) {
+			continue
+		}
+		if otherWhere == nil {
+			otherWhere, _ = loadcheck.Stored(t, srv, dbs)
+		}
+		bad++
+		t.Logf("misplaced: key %d (worker %d, seq %d) by %s, %v to %v after the first fence, err %v: on shards %v, hash %d of %d and %d of %d; on the other layout's shards %v",
+			w.Key, w.Worker, w.Seq, w.Router, at(w.Start), at(w.Start.Add(w.Latency)), w.Err, where[w.Key], pghash.ShardOfInt8(w.Key, uint64(n)), n,
+			pghash.ShardOfInt8(w.Key, uint64(len(dbs))), len(dbs), otherWhere[w.Key])
+		for _, v := range o.writes {
+			if v.Worker == w.Worker && v.Seq != w.Seq && v.Seq >= w.Seq-2 && v.Seq <= w.Seq+2 {
+				t.Logf("  seq %d: %v to %v, err %v, on shards %v, other layout %v", v.Seq, at(v.Start), at(v.Start.Add(v.Latency)), v.Err, where[v.Key], otherWhere[v.Key])
+			}
+		}
+	}
+	if bad == 0 {
+		return
+	}
+	for _, sp := range r.timeline.Spans() {
+		if sp.Kind == driver.SpanExec {
+			t.Logf("  %v to %v %s %s", at(sp.Start), at(sp.End), sp.What, sp.Result)
+		}
 	}
 }
 
@@ -631,6 +681,7 @@ func TestRealPgDogFencedCutoverUnderLoad(t *testing.T) {
 		require.Equal(t, cutover.Reversed, o.done.Outcome, "%s\n%s\n%s", o.done.Reason, r.logs.String(), r.procs["pgdog-1"].LogTail())
 		srcWhere, _ := loadcheck.Stored(t, src, r.srcDBs)
 		r.logMissing(t, o, srcWhere, dst, r.dstDBs)
+		r.logMisplaced(t, o, srcWhere, pgCutSrc, dst, r.dstDBs)
 		require.Zero(t, exactlyOnce(t, srcWhere, o.writes, pgCutSrc, "source after the reverse"), "acknowledged writes lost")
 		rec, err := r.store.Read(context.Background(), r.dbRef)
 		require.NoError(t, err)

@@ -40,10 +40,23 @@ type Task struct {
 	// StreamRate's bookkeeping: the snapshot the copy loads (rows and position per source,
 	// taken at COPY_DATA), and the stream's budget of changes (in thousandths) and when it
 	// was last topped up.
-	snap     []map[string][]int64
-	snapAt   []uint64
+	snap   []map[string][]int64
+	snapAt []uint64
+	// slotAt is each source's position when the slot was created (at COPY_DATA): while the
+	// copy syncs, SHOW REPLICATION_SLOTS shows what the slot holds since.
+	slotAt   []uint64
 	budget   int64
 	toppedAt int64
+}
+
+// Type is the task's SHOW TASKS type column as PgDog words it: "reshard <db> -> <dst>" for
+// a copy_data task, "replication <db> -> <dst> (reverse)" for the stream a CUTOVER starts
+// (adapters/pgdog/testdata/transcript*.json).
+func (t *Task) Type() string {
+	if t.Kind == "copy_data" {
+		return "reshard " + t.DB + " -> " + t.Dst
+	}
+	return t.Kind + " " + t.DB + " -> " + t.Dst + " (reverse)"
 }
 
 // ErrTask is wrapped by errors about tasks: unknown id, wrong state.
@@ -74,9 +87,10 @@ func (r *Router) CopyData(db, dst, slot string) (int64, error) {
 	r.nextTask++
 	t := &Task{ID: r.nextTask, Kind: "copy_data", Status: "running", Inner: "syncing data", DB: db, Dst: dst, Slot: slot,
 		src: src, dst: dest, started: r.s.Now(), inc: r.s.Net.Incarnation(r.Node)}
-	if r.StreamRate > 0 {
-		for _, name := range src {
-			b := r.dir[name]
+	for _, name := range src {
+		b := r.dir[name]
+		t.slotAt = append(t.slotAt, b.LSN())
+		if r.StreamRate > 0 {
 			t.snap, t.snapAt = append(t.snap, b.Rows()), append(t.snapAt, b.LSN())
 		}
 	}
@@ -209,12 +223,16 @@ func (r *Router) pull(t *Task) {
 // Lag is how many client writes the task's stream has not carried yet (-1 before the copy
 // finished).
 func (r *Router) Lag(t *Task) int64 {
-	if t.cursor == nil {
+	pos := t.cursor
+	if pos == nil {
+		pos = t.slotAt // syncing: what the slot holds since COPY_DATA created it
+	}
+	if pos == nil {
 		return -1
 	}
 	n := 0
 	for i, name := range t.src {
-		n += r.dir[name].PendingSince(t.cursor[i])
+		n += r.dir[name].PendingSince(pos[i])
 	}
 	return int64(n)
 }

@@ -16,12 +16,24 @@ import (
 // whether the writes switched before a clean VDiff.
 //
 // What is simplified: the copy takes CopyPolls status reads; a VDiff completes on its
-// second show, clean; no rows are modelled (the traffic scenarios check rows).
+// second show, clean; no rows are modelled (the traffic scenarios check rows). The lag is
+// Backlog when the copy ends, falling by Drain ms per second of the simulated clock to a
+// floor of 100 ms; the forward switch of the writes stops them (the source read-only until
+// the target has applied what it lags by) for the lag at that moment, and is refused over
+// max_replication_lag_allowed (30 s, as the adapter sends it).
 type Workflows struct {
 	Node           detsim.NodeID
 	Keyspace       string
 	Source, Target []string
 	CopyPolls      int
+	// Backlog and Drain are heavy writes: the streams' lag when the copy ends, ms, and how
+	// many ms of it the target catches up per second. Zero Backlog: a lag of 100 ms.
+	Backlog, Drain int64
+	// WriteStop is how long the forward switch of the writes stopped them, ms (-1: not yet).
+	WriteStop int64
+
+	now     func() int64
+	copyEnd int64 // when a Status first said the copy was done (-1 before)
 
 	exists, completed, cancelled bool
 	reads, writes                bool
@@ -37,11 +49,23 @@ type Workflows struct {
 // NewWorkflows adds vtctld's node for keyspace, resharding source into target.
 func NewWorkflows(s *detsim.Sim, name, keyspace string, source, target []string) *Workflows {
 	w := &Workflows{Keyspace: keyspace, Source: slices.Clone(source), Target: slices.Clone(target), CopyPolls: 2,
-		vdiffs: map[string]int{}, Effects: map[string]int{}}
+		vdiffs: map[string]int{}, Effects: map[string]int{}, WriteStop: -1, copyEnd: -1, now: func() int64 { return 0 }}
 	if s != nil {
 		w.Node = s.Net.AddNode(name)
+		w.now = s.Now
 	}
 	return w
+}
+
+// MaxLagAllowed is the max_replication_lag_allowed the adapter sends SwitchTraffic, ms.
+const MaxLagAllowed = 30_000
+
+// Lag is the streams' replication lag now, ms.
+func (w *Workflows) Lag() int64 {
+	if w.writes || w.Backlog <= 0 || w.copyEnd < 0 {
+		return 100
+	}
+	return max(100, w.Backlog-w.Drain*(w.now()-w.copyEnd)/1000)
 }
 
 func (w *Workflows) notFound() error {
@@ -76,13 +100,19 @@ func (w *Workflows) Create() {
 	}
 }
 
-// Status is the copy's progress: copying for the first CopyPolls reads.
-func (w *Workflows) Status() (copying bool, err error) {
+// Status is the copy's progress: copying for the first CopyPolls reads, then the lag.
+func (w *Workflows) Status() (copying bool, lag int64, err error) {
 	if !w.exists {
-		return false, w.notFound()
+		return false, 0, w.notFound()
 	}
 	w.polls++
-	return w.polls <= w.CopyPolls, nil
+	if w.polls <= w.CopyPolls {
+		return true, 0, nil
+	}
+	if w.copyEnd < 0 {
+		w.copyEnd = w.now()
+	}
+	return false, w.Lag(), nil
 }
 
 // VDiff creates VDiff uuid when new, else shows it: done (clean) on its second show.
@@ -108,6 +138,10 @@ func (w *Workflows) Switch(types []string, reverse bool) error {
 	if !w.exists {
 		return w.notFound()
 	}
+	if lag := w.Lag(); !reverse && !w.writes && slices.Contains(types, "primary") && lag > MaxLagAllowed {
+		return &adapters.VitessError{Op: "WorkflowSwitchTraffic", Keyspace: w.Keyspace, Code: "Unknown",
+			Err: fmt.Errorf("replication lag %d ms is higher than allowed lag %d ms", lag, MaxLagAllowed)}
+	}
 	for _, t := range types {
 		on := &w.reads
 		if t == "primary" {
@@ -120,6 +154,9 @@ func (w *Workflows) Switch(types []string, reverse bool) error {
 		}
 		if t == "primary" && !reverse && !w.clean {
 			w.EarlyWrites = true
+		}
+		if t == "primary" && !reverse {
+			w.WriteStop = w.Lag()
 		}
 		*on = !reverse
 		dir := "forward"

@@ -42,7 +42,9 @@ var Cutover = detsim.Scenario{
 	Mutants: []string{MutantSkipFence, MutantUnfencedDestination, MutantPublishBeforeCutover, MutantResumeBeforePublish,
 		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence,
 		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
-		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold, MutantSkipDrain},
+		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold, MutantCatchUpWhileSyncing, MutantAnyNewerStreamTakes,
+		MutantNoCatchUpDeadline, MutantUndoUnfenceGivesUp, MutantReverseWithoutStream, MutantGraceFromSnapshot,
+		MutantResolveRenumbers, MutantStaleReverseTrusted, MutantSkipDrain, MutantAdoptAnyTask},
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny,
 	TinyPoints:  []string{"pgdog.cutover.crash", "backend.restart", "store.cas.conflict"},
@@ -97,10 +99,36 @@ const (
 	// MutantNoLagThreshold pauses at any lag (Options.LagThreshold at its maximum): the
 	// catch-up gate is gone.
 	MutantNoLagThreshold = "cutover-no-lag-threshold"
+	// MutantCatchUpWhileSyncing counts the copy as caught up on its slot's lag while it
+	// still syncs (cutover.Mutants.CatchUpWhileSyncing).
+	MutantCatchUpWhileSyncing = "cutover-catch-up-while-syncing"
+	// MutantAnyNewerStreamTakes reads a CUTOVER as taken when any newer active task is
+	// listed (cutover.Mutants.AnyNewerStreamTakes).
+	MutantAnyNewerStreamTakes = "cutover-any-newer-stream-takes"
+	// MutantNoCatchUpDeadline sets no catch-up deadline (cutover.Mutants.NoCatchUpDeadline).
+	MutantNoCatchUpDeadline = "cutover-no-catch-up-deadline"
+	// MutantUndoUnfenceGivesUp gives the rollback's Unfence up after Attempts failures
+	// (cutover.Mutants.UndoUnfenceGivesUp).
+	MutantUndoUnfenceGivesUp = "cutover-undo-unfence-gives-up"
+	// MutantReverseWithoutStream reverses although no reverse stream is known
+	// (cutover.Mutants.ReverseWithoutStream).
+	MutantReverseWithoutStream = "cutover-reverse-without-stream"
+	// MutantGraceFromSnapshot keeps the grace's deadline from the snapshot after a restart
+	// in the grace (cutover.Mutants.GraceFromSnapshot).
+	MutantGraceFromSnapshot = "cutover-grace-from-snapshot"
+	// MutantResolveRenumbers numbers the listings resolving a CUTOVER from 1 for each try
+	// (cutover.Mutants.ResolveRenumbers).
+	MutantResolveRenumbers = "cutover-resolve-renumbers"
+	// MutantStaleReverseTrusted trusts a reverse stream an earlier round's late CUTOVER may
+	// have finished (cutover.Mutants.StaleReverseTrusted).
+	MutantStaleReverseTrusted = "cutover-stale-reverse-trusted"
 	// MutantSkipDrain sends CUTOVER without the drain (cutover.Mutants.SkipDrain): in the
 	// cutover-drain world, whose PgDog swaps on a stale lag (model.Router.StaleLagSwap),
 	// the writes the stream had not carried are left on the source.
 	MutantSkipDrain = "cutover-skip-drain"
+	// MutantAdoptAnyTask adopts, after a restart with COPY_DATA in flight, the newest active
+	// task on d, whichever database's (cutover.Mutants.AdoptAnyTask).
+	MutantAdoptAnyTask = "cutover-adopt-any-task"
 )
 
 func cutoverMutants(mutant string) cutover.Mutants {
@@ -116,7 +144,16 @@ func cutoverMutants(mutant string) cutover.Mutants {
 		OpenDestinationOnRollback: mutant == MutantOpenDestinationOnRollback,
 		SkipFinalReload:           mutant == MutantSkipFinalReload,
 		SkipCheck:                 mutant == MutantSkipCheck,
+		CatchUpWhileSyncing:       mutant == MutantCatchUpWhileSyncing,
+		AnyNewerStreamTakes:       mutant == MutantAnyNewerStreamTakes,
+		NoCatchUpDeadline:         mutant == MutantNoCatchUpDeadline,
+		UndoUnfenceGivesUp:        mutant == MutantUndoUnfenceGivesUp,
+		ReverseWithoutStream:      mutant == MutantReverseWithoutStream,
+		GraceFromSnapshot:         mutant == MutantGraceFromSnapshot,
+		ResolveRenumbers:          mutant == MutantResolveRenumbers,
+		StaleReverseTrusted:       mutant == MutantStaleReverseTrusted,
 		SkipDrain:                 mutant == MutantSkipDrain,
+		AdoptAnyTask:              mutant == MutantAdoptAnyTask,
 	}
 }
 
@@ -210,7 +247,7 @@ func (c *cutoverRun) drain(x cutover.Cutover, r *model.Router, fail func(any, er
 }
 
 func taskOf(t *model.Task) cutover.Task {
-	return cutover.Task{ID: t.ID, State: cutover.ClassifyTask(t.Status, t.Inner), Detail: t.Status + "/" + t.Inner}
+	return cutover.Task{ID: t.ID, State: cutover.ClassifyTask(t.Status, t.Inner), Detail: t.Status + "/" + t.Inner, Kind: t.Type()}
 }
 
 // exec executes one cutover command over the network against the models.

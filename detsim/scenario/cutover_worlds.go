@@ -52,7 +52,10 @@ var CutoverDrain = detsim.Scenario{
 //     source through links that hold each statement for up to the call timeout until its
 //     RELOAD; the grace is longer than the call timeout. Without the grace, a statement it
 //     sent just before its RELOAD lands once finalize opens the source, after the reverse
-//     stream stopped: no-lost-ack.
+//     stream stopped: no-lost-ack. With grace_restart, the controller also restarts early
+//     in the grace, its wall clock jumped past the grace's deadline while it was down:
+//     without the grace waited out again from the restart (MutantGraceFromSnapshot), the
+//     same statement lands: no-lost-ack.
 //   - 1 swap-fails: the designated instance's first CUTOVER swaps and then fails (PgDog
 //     when saving the config fails), and the machine rolls back: InvDesignatedWritable from
 //     the rollback's resume of d.
@@ -206,6 +209,10 @@ func routerIndex(f *fleet, id string) int {
 func heldWindow(s *detsim.Sim) *cutoverWindow {
 	w := &cutoverWindow{}
 	var stuck *model.Router
+	// grace_restart: the controller restarts early in the grace, its wall clock having
+	// jumped past the grace's deadline while it was down; the restarted machine must wait
+	// the grace out again from then (MutantGraceFromSnapshot keeps the old deadline).
+	graceRestart, finalReload := s.Param("grace_restart", s.Intn(2)) == 1, false
 	w.options = func(o *cutover.Options, decision int) {
 		// Longer than any statement can travel: a request on a new session not delivered
 		// by the call timeout is dropped (adapters' connect timeout), and the fence ends
@@ -233,8 +240,28 @@ func heldWindow(s *detsim.Sim) *cutoverWindow {
 		for k := range 3 {
 			closedLoop(f, c, i, "held"+strconv.Itoa(k), int64(20_000+10_000*k), 0)
 		}
+		if !graceRestart {
+			return
+		}
+		s.OnSpec(func(e machine.SpecEvent) {
+			ok, _ := e.Get("ok")
+			in, _ := e.Get("instance")
+			if !finalReload || e.Spec != cutover.Spec || e.Action != "Reload" || !ok.Bool() || in.Str() != c.designated {
+				return
+			}
+			finalReload = false // d is on the published files: the grace begins
+			ctl := c.d.ctl
+			s.After(s.Between(1, 50), detsim.Label{Kind: "crash", To: "ctl", What: "in the grace"}, func() {
+				ctl.Crash()
+				ctl.Offset += 2 * (s.Options().Net.CallTimeout + 500)
+				s.After(50, detsim.Label{Kind: "boot", To: "ctl"}, ctl.Boot)
+			})
+		})
 	}
 	w.intercept = func(cmd cutover.Command, back func(cutover.Input)) bool {
+		if r, ok := cmd.(cutover.Reload); ok && strings.Contains(r.Step, "/final/reload/") {
+			finalReload = true
+		}
 		x, ok := cmd.(cutover.Pause)
 		if !ok || x.Instance != stuck.ID {
 			return false

@@ -52,13 +52,20 @@ var mutants = []mutant{
 	// (after a CUTOVER that swapped and failed), the check after the resume and finalize's
 	// reload of d (d restarting right after its CUTOVER, its SHOW TASKS failing or not).
 	{"cutover-drain", scenario.MutantNoLagThreshold, scenario.InvCutoverAsDecided, 50},
+	// Caught up only once the copy task replicates: the model shows the copy's slot lag
+	// while it syncs, under the threshold, and a CUTOVER of the syncing task is refused.
+	{"cutover-drain", scenario.MutantCatchUpWhileSyncing, scenario.InvCutoverAsDecided, 50},
 	// The drain before CUTOVER, where PgDog's CUTOVER swaps on a stale lag (as 9918e963
 	// did under load): without it the writes the stream had not applied are lost.
 	{"cutover-drain", scenario.MutantSkipDrain, "no-lost-ack", 50},
 	{"cutover-windows", scenario.MutantNoGrace, "no-lost-ack", 300},
+	{"cutover-windows", scenario.MutantGraceFromSnapshot, "no-lost-ack", 1000},
 	{"cutover-windows", scenario.MutantSkipDesignatedReload, check.InvDesignatedWritable, 100},
 	{"cutover-windows", scenario.MutantSkipCheck, check.InvDesignatedWritable, 100},
 	{"cutover-windows", scenario.MutantSkipFinalReload, "no-lost-ack", 200},
+	// Reverse refused when no reverse stream is known (d restarted after its CUTOVER):
+	// carried out, it pauses and fences for a reverse CUTOVER the listing cannot settle.
+	{"cutover", scenario.MutantReverseWithoutStream, "converges", 300},
 	// The seed 002 table (M1–M5, each tripping the invariant the seed names), M4's early
 	// door, the daemon that does not resume after a restart, and the daemon that learns the
 	// fleet from the pods' reports (the simulator's finding, fixed in loamrouter by
@@ -83,6 +90,9 @@ var mutants = []mutant{
 	{"vreshard", scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror, 50},
 	{"vreshard", scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce, 100},
 	{"vreshard", scenario.MutantVReshardSkipHold, scenario.InvVReshardHold, 50},
+	// The MaxLagMs gate: under heavy writes, without it the writes stop for what the
+	// target still lags by when they switch.
+	{"vreshard", scenario.MutantVReshardIgnoreLag, scenario.InvVReshardWriteStop, 50},
 	// Causal reads (issue 20): the selector that ignores the requirement, the monitor that
 	// stamps a poll late, the selector that never wakes a waiting read.
 	{"causal", scenario.MutantCausalIgnoreRequirement, check.InvCausalRead, 200},
@@ -94,11 +104,30 @@ var mutants = []mutant{
 // invariant of the simulator notices: each is declared in the scenario, so -mutant replays
 // it, and has its necessity world in the machine's world model.
 var cutoverAwaitingAWorld = map[string]string{
+	scenario.MutantStaleReverseTrusted: "the world model trips it (TestStaleReverseCutAbandoned: a reverse CUTOVER landing " +
+		"after its reverse rolled back, then a second Reverse: 'acknowledged writes lost'); 1000 seeds of each cutover " +
+		"scenario met no such reverse",
+	scenario.MutantResolveRenumbers: "the world model trips it (TestResolveListingsNumberedAcrossTries: the first CUTOVER " +
+		"try's listing answering again while the second's is out, a CUTOVER that took rolled back); the simulator checks " +
+		"no needless rollback outside cutover-drain, whose network has no faults to repeat an answer",
+	scenario.MutantNoCatchUpDeadline: "the world model trips it (TestCatchUpDeadlineEndsAStuckCopy: a stream slower than the " +
+		"writes, the copy polled for ever, 'no Done after the world turned reliable'); the simulator's streams always catch " +
+		"up once the writes stop (300 seeds of cutover: nothing tripped)",
+	scenario.MutantUndoUnfenceGivesUp: "the world model trips it (TestRollbackUnfenceRetriedUntilItSucceeds: the rollback's " +
+		"Unfence of a source shard failing more than Attempts times, 'resumed while shard s0 ... is fenced'); 600 seeds of " +
+		"cutover and of cutover-windows trip nothing: the swarm's faults do not fail one shard's Unfence that many times in a rollback",
+	scenario.MutantAnyNewerStreamTakes: "the world model trips it (TestOtherDatabasesStreamIsNotTheCutovers: another database's " +
+		"replication task on d, listed beside the copy, is taken for the reverse stream of a CUTOVER that did not take: " +
+		"'published before CUTOVER took effect'); the simulator's instances serve one database and run no task of another",
 	scenario.MutantRetryReusesStep: "the world model trips it (TestMutantsTripInvariants RetryReusesStep/fence and /hold: " +
 		"a command sent while its opposite is in flight; TestRetryHasItsOwnStep: a timed-out Fence's retry lands after " +
 		"the rollback's Unfence, the instances resume onto a fenced source shard); cutover-windows' window 3 (answers fed twice, late, while the retry " +
 		"is out, over slow controller-to-shard links) runs it over 600 seeds with no invariant tripped: a Fence or Pause " +
 		"landing after its opposite needs that opposite delivered first on the same slow link, which the seeds did not meet",
+	scenario.MutantAdoptAnyTask: "the world model trips it (TestAdoptsOnlyItsCopy, TestMutantsTripInvariants AdoptAnyTask: " +
+		"another database's copy on d, listed beside this one's after a restart with COPY_DATA in flight, is adopted and " +
+		"cut over: 'cuts over another database's task', 'published before CUTOVER took effect'); the simulator's " +
+		"instances serve one database and run no task of another",
 }
 
 // TestCutoverAwaitingAWorldDeclared keeps the list above replayable and out of the
@@ -191,6 +220,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{scenario.InvVReshardOnce, ""},
 	{scenario.InvVReshardVDiff, ""},
 	{scenario.InvVReshardMirror, ""},
+	{scenario.InvVReshardWriteStop, ""},
 	{check.InvCausalRead, ""},
 	{check.InvNoEarlyAlert, ""},
 	{check.InvDesignatedWritable, ""},

@@ -28,6 +28,11 @@ const (
 	// InvVReshardHold: the workflow completes (after which no ReverseTraffic is possible)
 	// only once the operator finalized the hold that follows the switch.
 	InvVReshardHold = "vreshard-complete-after-finalize"
+	// InvVReshardWriteStop: the forward switch of the writes stops them (the source
+	// read-only while SwitchTraffic waits for the target to catch up) for at most MaxLagMs.
+	// Under heavy writes (param heavy_writes) the streams lag by 10 to 25 s when the copy
+	// ends and catch up 0.5 to 1 s a second: the MaxLagMs gate is what keeps the stop short.
+	InvVReshardWriteStop = "vreshard-write-stop"
 
 	// MutantVReshardSkipVDiff switches without a VDiff (vreshard.Mutants.SkipVDiff).
 	MutantVReshardSkipVDiff = "vreshard-skip-vdiff"
@@ -39,6 +44,9 @@ const (
 	// MutantVReshardSkipHold completes as soon as vtgate's check passed
 	// (vreshard.Mutants.SkipHold).
 	MutantVReshardSkipHold = "vreshard-skip-hold"
+	// MutantVReshardIgnoreLag counts the copy as caught up at any lag
+	// (vreshard.Mutants.IgnoreLag).
+	MutantVReshardIgnoreLag = "vreshard-ignore-lag"
 )
 
 // VReshard is machine/vreshard on the controller resharding keyspace db's shard 0 into -80
@@ -47,8 +55,8 @@ const (
 var VReshard = detsim.Scenario{
 	Name:    "vreshard",
 	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart"},
-	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold"},
-	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold},
+	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold", "vreshard.lag_wait"},
+	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold, MutantVReshardIgnoreLag},
 	World:   vreshardWorld,
 }
 
@@ -76,6 +84,9 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	r.storeNode = s.Net.AddNode("store")
 	r.vt = model.NewWorkflows(s, "vtctld", db, []string{"0"}, []string{"-80", "80-"})
 	r.vt.CopyPolls = s.Param("copy_polls", 1+s.Intn(4))
+	if s.Param("heavy_writes", s.Intn(2)) == 1 {
+		r.vt.Backlog, r.vt.Drain = int64(s.Param("backlog_ms", 10_000+s.Intn(15_001))), int64(s.Param("drain_ms", 500+s.Intn(501)))
+	}
 	rec, err := shardmap.NewVindex(db, shardmap.Key{Column: "id", Type: shardmap.Bigint}, shardmap.VindexHash,
 		shardmap.Backend{Host: "db-0", Port: 3306, Database: db, Tablet: "zone1-0000000100"})
 	if err != nil {
@@ -91,7 +102,7 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	rec, _ = r.store.Read(dbRef)
 	r.ctl = detsim.NewController(s, "ctl")
 	mu := vreshard.Mutants{SkipVDiff: mutant == MutantVReshardSkipVDiff, SkipMirror: mutant == MutantVReshardSkipMirror, ForgetSent: mutant == MutantVReshardForgetSent,
-		SkipHold: mutant == MutantVReshardSkipHold}
+		SkipHold: mutant == MutantVReshardSkipHold, IgnoreLag: mutant == MutantVReshardIgnoreLag}
 	r.host = detsim.NewHost[vreshard.Input, vreshard.Command](r.ctl, vreshard.New(), detsim.HostConfig[vreshard.Input, vreshard.Command]{
 		Name:       "vreshard",
 		Exec:       r.exec,
@@ -120,6 +131,11 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 			s.Probe("vreshard.hold")
 			s.After(s.Between(1000, 10_000), detsim.Label{Kind: "op", What: "finalize"}, finalize)
 		}
+		if e.Spec == vreshard.Spec && e.Action == vreshard.ActCopy {
+			if lag, ok := e.Get("lag_ms"); ok && lag.Int() > maxLagMs {
+				s.Probe("vreshard.lag_wait") // the gate holds the machine: the copy has not caught up
+			}
+		}
 		if e.Spec == vreshard.Spec && e.Action == vreshard.ActVDiff && mutant == MutantVReshardForgetSent && !forced {
 			forced = true // restart the controller in the VDiff step, as ctl.restart may
 			s.After(1, detsim.Label{Kind: "crash", To: "ctl"}, func() {
@@ -133,7 +149,7 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	start := vreshard.Start{Record: rec, Workflow: "split", Cell: "zone1", Source: []string{"0"}, Target: []string{"-80", "80-"},
 		Backends: map[string]shardmap.Backend{"-80": {Host: "db-1", Port: 3306, Database: db, Tablet: "zone1-0000000200"},
 			"80-": {Host: "db-2", Port: 3306, Database: db, Tablet: "zone1-0000000300"}},
-		Options: vreshard.Options{PollEvery: int64(s.Param("poll_ms", 200+s.Intn(800))), RetryAfter: int64(s.Param("retry_ms", 100+s.Intn(400))), Attempts: 3, Mutants: mu}}
+		Options: vreshard.Options{MaxLagMs: maxLagMs, PollEvery: int64(s.Param("poll_ms", 200+s.Intn(800))), RetryAfter: int64(s.Param("retry_ms", 100+s.Intn(400))), Attempts: 3, Mutants: mu}}
 	var ask func()
 	ask = func() { // the operator asks until the controller has taken it
 		if !r.host.Feed(start) {
@@ -166,6 +182,9 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	return nil
 }
 
+// maxLagMs is the reshard's MaxLagMs (the default).
+const maxLagMs = 5000
+
 func layoutNames(l shardmap.Layout) []string {
 	out := make([]string, len(l.Shards))
 	for i, s := range l.Shards {
@@ -184,6 +203,15 @@ func (r *vreshardRun) checkStep() {
 	if r.vt.EarlyWrites {
 		r.violate(InvVReshardVDiff, "the writes switched before a VDiff finished clean")
 	}
+	if r.vt.WriteStop > maxLagMs {
+		r.violate(InvVReshardWriteStop, "SwitchTraffic stopped the writes for %d ms (the lag at the stop), over MaxLagMs %d", r.vt.WriteStop, maxLagMs)
+	}
+}
+
+// progress is a Status answer on the wire.
+type progress struct {
+	copying bool
+	lag     int64
 }
 
 // exec is driver.VReshardExecutor over the simulated network: each command a call from the
@@ -232,10 +260,14 @@ func (r *vreshardRun) exec(cmd vreshard.Command) {
 	case vreshard.Create:
 		s.Net.Call(ctl, vt.Node, "create", 0, func(rep detsim.Reply) { vt.Create(); rep(nil, nil) }, reply(c.Step, c.Attempt))
 	case vreshard.Status:
-		s.Net.Call(ctl, vt.Node, "status", detsim.Idempotent, func(rep detsim.Reply) { cp, err := vt.Status(); rep(cp, err) }, func(x any, err error) {
+		s.Net.Call(ctl, vt.Node, "status", detsim.Idempotent, func(rep detsim.Reply) {
+			cp, lag, err := vt.Status()
+			rep(progress{cp, lag}, err)
+		}, func(x any, err error) {
 			in := vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Err: err}
 			if err == nil {
-				in.Copying = x.(bool)
+				p := x.(progress)
+				in.Copying, in.LagMs = p.copying, p.lag
 			}
 			back(in)
 		})

@@ -28,6 +28,7 @@ func TestVReshardSeeds(t *testing.T) {
 		{scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror},
 		{scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce},
 		{scenario.MutantVReshardSkipHold, scenario.InvVReshardHold},
+		{scenario.MutantVReshardIgnoreLag, scenario.InvVReshardWriteStop},
 	} {
 		caught := false
 		for seed := uint64(1); seed <= 200 && !caught; seed++ {

@@ -280,6 +280,8 @@ func (m *Machine) sequence() []stage {
 		return stepsResumeBeforePublish
 	case mu.FilesBeforePublish:
 		return stepsFilesBeforePublish
+	case m.s.Reverse && m.s.Plan.Options.ReverseSettle > 0 && !mu.ReverseOpensAtOnce:
+		return stepsReverseSettle
 	}
 	return stepsNormal
 }
@@ -403,6 +405,10 @@ func (m *Machine) onTimer(ctx *machine.Ctx, id string) {
 	case id == p+"resolve/next":
 		if m.s.Stage == stResolve {
 			m.enter(ctx, stResolve)
+		}
+	case id == p+"settle":
+		if m.s.Stage == stSettle {
+			m.enter(ctx, m.after(stSettle))
 		}
 	case id == p+"grace":
 		if m.s.Stage == stGrace {
@@ -579,7 +585,7 @@ func (m *Machine) persistent() bool {
 	case stResolve:
 		return !m.s.CutoverOK
 	case stBegin, stPublish, stFiles, stOpen, stStop, stUnfence, stFinish, stUndoReload, stUndoUnfence, stUndoRecord:
-		return !(m.s.Stage == stStop && m.s.Reverse)
+		return !(m.s.Stage == stStop && m.s.Reverse) && !(m.s.Stage == stUndoUnfence && m.s.Plan.Options.Mutants.UndoUnfenceGivesUp)
 	}
 	return false
 }
@@ -658,7 +664,9 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		m.writeRecord(ctx, beginRecord(m.s.Rec))
 	case stCopy:
 		m.s.CopyFrom = ctx.Now
-		m.setTimer(m.prefix()+"catchup/deadline", ctx.Now+m.s.Plan.Options.CatchUpDeadline)
+		if !m.s.Plan.Options.Mutants.NoCatchUpDeadline {
+			m.setTimer(m.prefix()+"catchup/deadline", ctx.Now+m.s.Plan.Options.CatchUpDeadline)
+		}
 		m.add(ctx, op{Step: m.stepID(d), Kind: kCopy, Target: d})
 	case stCatchUp:
 		m.s.Polls = 0
@@ -687,6 +695,9 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 	case stCutover:
 		m.s.ReloadDesg = true
 		m.s.CutoverTries++
+		if m.s.Plan.Options.Mutants.ResolveRenumbers {
+			m.s.Polls = 0
+		}
 		// Each try is an attempt of the same step, so its answer is told from an
 		// earlier try's.
 		m.add(ctx, op{Step: m.stepID(d), Kind: kCutover, Target: d, Task: m.cutTask().ID, Attempt: m.s.CutoverTries - 1})
@@ -701,6 +712,12 @@ func (m *Machine) enter(ctx *machine.Ctx, st stage) {
 		m.writeRecord(ctx, m.publishRecord(m.s.Rec))
 	case stFiles:
 		m.add(ctx, op{Step: m.stepID(""), Kind: kFiles})
+	case stSettle:
+		// See Options.ReverseSettle: the RELOAD released d's clients the reverse CUTOVER had held,
+		// routed by the new layout, onto the old one with the new one's shard index; they
+		// wait for a login its fence refuses until checkout_timeout refuses them.
+		m.setTimer(m.prefix()+"settle", ctx.Now+m.s.Plan.Options.ReverseSettle)
+		return
 	case stReload:
 		// Forward, d is left on its CUTOVER's routing: a RELOAD would rebuild the pools
 		// its reverse stream uses. A reverse reloads d too: PgDog's CUTOVER swaps the names
@@ -1058,7 +1075,14 @@ func (m *Machine) onPolled(ctx *machine.Ctx, in CopyPolled) {
 		m.undo(ctx, strings.TrimSuffix("copy task "+i64(m.s.Task.ID)+" is "+st.String()+" before the cutover: "+in.Task.Detail, ": "))
 	case m.s.Abort:
 		m.undo(ctx, "reverse requested before the point of no return")
-	case st == TaskReplicating && in.LagBytes >= 0 && in.LagBytes <= m.s.Plan.Options.LagThreshold:
+	// An unknown lag (-1: the driver's SlotLag found the slot not listed, or its lag NULL)
+	// is not caught up. Safety does not rest on it: the Cutover's Drain waits, fenced, for
+	// every shard's slot to confirm the fenced point and keeps CUTOVER from being sent when
+	// it cannot (a slot not listed fails it, adapters/postgres ErrNoSlot), which is what
+	// keeps acknowledged writes (world SkipDrain/lost). Kept as part of the threshold: a
+	// pause on an unknown backlog holds writes while the drain waits, and a drain past its
+	// timeout rolls the cutover back (cutover-as-decided, the threshold's harm).
+	case (st == TaskReplicating || m.s.Plan.Options.Mutants.CatchUpWhileSyncing) && in.LagBytes >= 0 && in.LagBytes <= m.s.Plan.Options.LagThreshold:
 		m.dropTimer(m.prefix()+"catchup/deadline", true)
 		ctx.Emit(Spec, "CaughtUp", machine.I("lag", in.LagBytes))
 		m.enter(ctx, stPause)
@@ -1145,9 +1169,9 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 	// database's tasks on the instance, so a newer active task beside a failed or missing
 	// one may be another database's, not a stream this CUTOVER started (the rollback after
 	// a CUTOVER that did swap is safe: both layouts are fenced and d is reloaded).
-	applied := m.s.CutoverOK || own.State == TaskFinished
+	applied := m.s.CutoverOK || own.State == TaskFinished || m.s.Plan.Options.Mutants.AnyNewerStreamTakes && stream.Set
 	switch {
-	case applied && m.s.Reverse && m.s.StaleReverseCut && !m.s.CutoverOK:
+	case applied && m.s.Reverse && m.s.StaleReverseCut && !m.s.CutoverOK && !m.s.Plan.Options.Mutants.StaleReverseTrusted:
 		// The stream was finished, but maybe by the CUTOVER of a rolled-back round that
 		// landed late, while the new layout served: what was written there since is on
 		// no stream to the old shards. Not reversing is safe; guessing is not.
@@ -1203,21 +1227,64 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 }
 
 // adopt picks up the copy a COPY_DATA sent before a restart started, or sends it again.
+//
+// PgDog lists every database's tasks together and runs several copies at once, so the
+// newest active task can be another database's: cut over, it would carry this cutover past
+// its point of no return with its own database still on the source. Only a task whose Kind
+// names this copy (CopyOf: this database into destName, which carries the generation, as
+// the slot does) is adopted. When adopt cannot tell, it guesses neither way: two active
+// tasks naming this copy, one that is not syncing or replicating, or an active task that
+// names the destination otherwise or says nothing (Kind "") may be the copy, and sending
+// COPY_DATA again would start a second copy into the same destination. The listing then
+// fails, is retried like any (the task may end meanwhile), and after Attempts the copy
+// stage rolls back with the Alert of a COPY_DATA that may have started a task it never
+// named: nothing is paused or fenced yet, the source keeps serving, and nothing is
+// stopped, since the task to stop is the unknown.
 func (m *Machine) adopt(ctx *machine.Ctx, i int, tasks []Task) {
-	var best taskRef
+	if m.s.Plan.Options.Mutants.AdoptAnyTask {
+		var best taskRef
+		for _, t := range tasks {
+			if (t.State == TaskSyncing || t.State == TaskReplicating) && (!best.Set || t.ID > best.ID) {
+				best = some(t.ID)
+			}
+		}
+		if best.Set {
+			m.s.Task = best
+			m.succeed(ctx, i, machine.I("task", best.ID))
+			return
+		}
+		tasks = nil
+	}
+	dst := destName(m.s.Origin)
+	var mine, unclear []string
+	var own Task
 	for _, t := range tasks {
-		if (t.State == TaskSyncing || t.State == TaskReplicating) && (!best.Set || t.ID > best.ID) {
-			best = some(t.ID)
+		if !t.State.active() {
+			continue
+		}
+		switch src, d, ok := CopyOf(t.Kind); {
+		case ok && src == m.db() && d == dst:
+			own = t
+			mine = append(mine, i64(t.ID)+" ("+t.State.String()+")")
+		case t.Kind == "" || slices.Contains(strings.Fields(t.Kind), dst):
+			unclear = append(unclear, i64(t.ID)+" ("+strconv.Quote(t.Kind)+", "+t.State.String()+")")
 		}
 	}
-	if best.Set {
-		m.s.Task = best
-		m.succeed(ctx, i, machine.I("task", best.ID))
-		return
+	switch {
+	case len(mine) == 1 && (own.State == TaskSyncing || own.State == TaskReplicating):
+		m.s.Task = some(own.ID)
+		m.succeed(ctx, i, machine.I("task", own.ID))
+	case len(mine) == 0 && len(unclear) == 0:
+		o := &m.s.Ops[i]
+		o.Kind, o.Step, o.Attempt = kCopy, m.stepID(o.Target), 0
+		m.issue(ctx, i)
+	default:
+		why := "tasks copying " + m.db() + " into " + dst + ": " + strings.Join(mine, ", ")
+		if len(mine) == 0 {
+			why = "no task names the copy of " + m.db() + " into " + dst + ", but these may be it: " + strings.Join(unclear, ", ")
+		}
+		m.fail(ctx, i, "SHOW TASKS on "+m.designated()+" lists no task that is provably this cutover's copy ("+why+"); neither adopting one nor sending COPY_DATA again")
 	}
-	o := &m.s.Ops[i]
-	o.Kind, o.Step, o.Attempt = kCopy, m.stepID(o.Target), 0
-	m.issue(ctx, i)
 }
 
 // ---- decisions ----
@@ -1253,7 +1320,7 @@ func (m *Machine) act(ctx *machine.Ctx) {
 		ctx.Emit(Spec, "Finalize", machine.U("gen", m.s.Rec.Generation))
 		m.enter(ctx, stStop)
 	case decReverse:
-		if !m.s.ReverseTask.Set {
+		if !m.s.ReverseTask.Set && !m.s.Plan.Options.Mutants.ReverseWithoutStream {
 			m.s.Decision = decNone
 			m.alert(m.prefix()+"reverse", "Reverse refused: no reverse stream is known on "+m.designated()+" (it restarted, or CUTOVER started none); the old shards are not current")
 			ctx.Emit(Spec, "ReverseRefused")
@@ -1290,7 +1357,7 @@ func (m *Machine) restart(ctx *machine.Ctx) {
 	if legacy {
 		m.dropTimer(m.prefix()+"grace", false)
 	}
-	if m.s.Stage == stGrace && !legacy {
+	if m.s.Stage == stGrace && !legacy && !m.s.Plan.Options.Mutants.GraceFromSnapshot {
 		// The grace is what keeps a request still travelling to the old shards from
 		// landing once they open. Its deadline is on the wall clock, which may have
 		// stepped forward while no process was running: wait it out again from now.

@@ -117,7 +117,11 @@
 //   - A daemon restart between any two steps: Restore the last Snapshot and feed
 //     Restarted; every command still unanswered is sent again with the same step id, and
 //     every timer is set again. Every command is idempotent except CUTOVER (see above) and
-//     COPY_DATA, which after a restart first adopts an active copy task on d if there is one.
+//     COPY_DATA, which after a restart first lists d's tasks: it adopts the active task
+//     SHOW TASKS names this cutover's copy ("reshard <db> -> <db>__reshard_<g>", Task.Kind;
+//     d runs other databases' copies too), sends COPY_DATA again when no task may be it,
+//     and when it cannot tell (two such tasks, or one unnamed) rolls back with an Alert,
+//     stopping nothing (AdoptAnyTask is the mutant that takes the newest active task).
 //   - A COPY_DATA that fails every try without naming a task rolls back with an Alert
 //     naming d and the slot: a try whose answer was lost may have started a task, and the
 //     undo stops only tasks whose ids it learnt (SilentLostCopy is the mutant without it).

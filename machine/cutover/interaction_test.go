@@ -142,6 +142,9 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 			t.Fatalf("unknown task state %q", st)
 		}
 		h.w.tasks[id] = ts
+		if machinetest.Arg(t, d, "kind", "") == "copy" {
+			h.w.kinds[id] = "reshard " + h.w.copyOf() // kind=copy: SHOW TASKS names it this cutover's copy
+		}
 		h.printWorld()
 	case "expect-violation":
 		// The input text must occur in a violation seen since start: a mutant script
@@ -185,6 +188,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"reverse-keeps-designated":     func(m *cutover.Mutants) { m.ReverseKeepsDesignated = true },
 	"silent-lost-copy":             func(m *cutover.Mutants) { m.SilentLostCopy = true },
 	"skip-drain":                   func(m *cutover.Mutants) { m.SkipDrain = true },
+	"adopt-any-task":               func(m *cutover.Mutants) { m.AdoptAnyTask = true },
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
@@ -215,6 +219,9 @@ func (h *harness) start(t *testing.T, d *datadriven.TestData) {
 	h.seen = nil
 	// first-task=N: the id the designated PgDog hands out first (a freshly started one: 0).
 	h.w = newWorld(fixture(), instances, designated, int64(machinetest.Arg(t, d, "first-task", 7)))
+	// other-copy: another database's copy starts on d right after this one's (world.otherEarly).
+	h.w.otherDB = d.HasArg("other-copy")
+	h.w.otherEarly = h.w.otherDB
 	h.rec = &machine.Recorder{}
 	h.now = 1000
 	h.rng = rand.New(rand.NewPCG(1, 2))

@@ -37,6 +37,22 @@ type Options struct {
 	// its RELOAD, and a statement it sent just before lands once the shards open, where no
 	// stream carries it (the simulator's cutover-windows world, window held).
 	Grace int64
+	// ReverseSettle, when positive, makes a reverse RELOAD the instances onto the old layout
+	// before it opens it, and wait ReverseSettle ms between the two; zero opens first and does not
+	// wait. Set it to at least PgDog's checkout_timeout (render.PgDogOptions.CheckoutTimeout;
+	// PgDog's default is 5,000). The reverse CUTOVER ends maintenance for the whole of d
+	// (pgdog/src/backend/replication/logical/orchestrator.rs, cutover) and leaves d on the
+	// new layout, fenced: the clients it released are routed by that layout and wait,
+	// either at its pools, which the swap rebuilt on the same addresses and so kept paused
+	// (pool_impl.rs, move_conns_to), or for the cluster's schema to load, which the fence
+	// keeps from ever happening (Cluster::wait_ready, pool/cluster/launch.rs; no
+	// checkout_timeout there). d's RELOAD takes that cluster down and PgDog retries each
+	// of them on the old layout with the shard index the new one gave it
+	// (pgdog/src/backend/pool/connection/mod.rs, Connection::connect): on an open shard, a
+	// write on another shard than its hash (PgDog 9918e963, the real reverse scenario, 3
+	// of 6 runs). On a fenced one it waits for a login that fails until checkout_timeout
+	// refuses it, so the old layout opens only once that is over.
+	ReverseSettle int64
 	// FinalizeAfter, when positive, finalizes on its own that many ms after every instance
 	// has resumed, unless Reverse arrives first. Zero waits for Finalize or Reverse.
 	FinalizeAfter int64
@@ -47,6 +63,11 @@ type Options struct {
 
 // Mutants are deliberate protocol bugs. Each one must trip a named invariant in a test.
 type Mutants struct {
+	// ReverseOpensAtOnce ignores ReverseSettle: a reverse opens the old layout before its
+	// RELOAD, which retries there d's clients the reverse CUTOVER released, routed by the
+	// new layout, with the new one's shard index. Trips "with the shard index the dst
+	// layout gave it" (the world model).
+	ReverseOpensAtOnce bool
 	// SkipFence leaves the source shards writable (step 3 fences only the destination): a
 	// router that missed the cutover keeps writing to the old shards. Trips "publish only
 	// after every source shard is fenced".
@@ -138,6 +159,57 @@ type Mutants struct {
 	// Trips "left syncing ... no Alert says so" (testdata/interaction/copy.txt,
 	// TestMutantsTripInvariants).
 	SilentLostCopy bool
+	// AnyNewerStreamTakes reads a CUTOVER as taken whenever SHOW TASKS lists an active task
+	// newer than the one it cut, as a reading that forgets PgDog lists every database's
+	// tasks together would: another database's stream is taken for the reverse stream of
+	// a CUTOVER that did not take. Trips "published before CUTOVER took effect" and "stops
+	// another database's replication task" (the world model with a second database on d:
+	// TestOtherDatabasesStreamIsNotTheCutovers).
+	AnyNewerStreamTakes bool
+	// CatchUpWhileSyncing counts the copy as caught up on the slot's lag alone, while the
+	// task still copies: PgDog creates the slot when COPY_DATA starts, so its lag can be
+	// under the threshold long before the copy ends, and a CUTOVER of a task that does not
+	// replicate yet fails and rolls the cutover back. Trips "a reliable world reaches the
+	// decision" (TestCatchUpWaitsForTheCopy, the world showing the slot's lag while syncing).
+	CatchUpWhileSyncing bool
+	// NoCatchUpDeadline sets no CatchUpDeadline timer: a copy whose stream never catches up
+	// is polled for ever. Trips "no Done after the world turned reliable" (the world model
+	// with a stream slower than the writes: TestCatchUpDeadlineEndsAStuckCopy).
+	NoCatchUpDeadline bool
+	// UndoUnfenceGivesUp gives the rollback's Unfence of a source shard up after Attempts
+	// failures, like an ordinary command: the rollback resumes every instance onto a
+	// source shard that refuses every write. Trips "shard ... fenced=true, want false"
+	// (TestRollbackUnfenceRetriedUntilItSucceeds).
+	UndoUnfenceGivesUp bool
+	// ReverseWithoutStream carries out a Reverse although no reverse stream is known (d
+	// restarted after its CUTOVER, or the CUTOVER started none): every instance is paused
+	// and both layouts fenced for a reverse CUTOVER of no task, which the listing after it
+	// cannot settle. Trips converges in the simulator (the cutover scenario's corpus).
+	ReverseWithoutStream bool
+	// GraceFromSnapshot keeps, after a restart in the grace, the grace's deadline from the
+	// snapshot instead of waiting it out again from the restart: a wall clock that jumped
+	// forward while the daemon was down ends the grace at once, and the retired shards open
+	// while a statement of a missed instance still travels there. Trips no-lost-ack in the
+	// simulator's cutover-windows world (window held, grace_restart).
+	GraceFromSnapshot bool
+	// ResolveRenumbers numbers the listings that resolve a CUTOVER from 1 again for each
+	// try: a late answer to the first try's listing, which says the task still waits for its
+	// CUTOVER, is taken for the next try's, and a CUTOVER that took is read as not taken.
+	// Trips "rolled back after the CUTOVER took effect" (TestResolveListingsNumberedAcrossTries).
+	ResolveRenumbers bool
+	// StaleReverseTrusted takes a reverse stream listed finished after a reverse CUTOVER
+	// that failed for this round's CUTOVER, although an earlier round's reverse CUTOVER,
+	// landing after that round rolled back, may have finished it while the new layout
+	// served: the reverse then publishes the old layout without what the new one took since.
+	// Trips "acknowledged writes lost" (TestStaleReverseCutAbandoned).
+	StaleReverseTrusted bool
+	// AdoptAnyTask adopts, after a restart with COPY_DATA in flight, the newest task SHOW
+	// TASKS lists syncing or replicating, as the machine once did: another database's copy
+	// running on d is cut over instead of this database's. Trips "cuts over another
+	// database's task" and "published before CUTOVER took effect" (the world model with
+	// another database's copy started before the restart's listing: TestAdoptsOnlyItsCopy,
+	// TestMutantsTripInvariants; testdata/interaction/adopt.txt).
+	AdoptAnyTask bool
 }
 
 func (o Options) withDefaults() Options {

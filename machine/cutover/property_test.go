@@ -45,6 +45,11 @@ type runConfig struct {
 	trace      *machine.Recorder
 	deadline   int64 // CatchUpDeadline; 0 means 60 s
 	firstTask  int64 // the first task id the designated PgDog hands out (0 after its start)
+	otherDB    bool  // another database on d runs a replication task (world.otherDB)
+	otherEarly bool  // with otherDB, it is a copy started right after this one's (world.otherEarly)
+	slotLag    bool  // the copy's slot lag is shown while it syncs (world.slotLagSyncing)
+	stuckLag   bool  // the copy's lag never falls (world.stuckLag)
+	settle     int64 // Options.ReverseSettle; 0: the world's checkout_timeout
 }
 
 // runResult is what a run saw.
@@ -66,13 +71,20 @@ func run(c chooser, cfg runConfig) runResult {
 	}
 	d := names[cfg.designated]
 	w := newWorld(fixture(), names, d, cfg.firstTask)
+	w.otherDB, w.slotLagSyncing, w.stuckLag = cfg.otherDB, cfg.slotLag, cfg.stuckLag
+	w.otherEarly = cfg.otherDB && cfg.otherEarly
 	w.lag = int64(c.pick(3000, "lag"))
 	w.syncPolls = c.pick(3, "syncPolls")
+	if cfg.stuckLag {
+		w.lag = 5000 // over the threshold for good
+	}
 	if cfg.deadline == 0 {
 		cfg.deadline = 60_000
 	}
+	// The instances' checkout_timeout, and the reverse's ReverseSettle that waits it out.
+	w.checkout = 2000
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: cfg.deadline, RetryAfter: 100,
-		Attempts: cfg.attempts, InstanceAttempts: cfg.instAtt, Grace: 5000, Mutants: cfg.mutants}
+		Attempts: cfg.attempts, InstanceAttempts: cfg.instAtt, Grace: 5000, ReverseSettle: cmp.Or(cfg.settle, w.checkout), Mutants: cfg.mutants}
 	if cfg.finalize == 2 {
 		opts.FinalizeAfter = 3000
 	}
@@ -80,6 +92,7 @@ func run(c chooser, cfg runConfig) runResult {
 	m := cutover.New()
 	rng := rand.New(rand.NewPCG(7, 9))
 	now := int64(1000)
+	w.clock = &now
 	var pending []cutover.Command
 	var answered []cutover.Input
 	// lateCuts are CUTOVERs answered with a failure that did not reach the instance, whose
@@ -272,7 +285,10 @@ func drawConfig(t *rapid.T) runConfig {
 		chaos:      rapid.IntRange(0, 300).Draw(t, "chaos"),
 		foreign:    rapid.Bool().Draw(t, "foreign"),
 		// A freshly started PgDog's first task is 0; one that ran tasks before hands out more.
-		firstTask: rapid.SampledFrom([]int64{0, 7}).Draw(t, "firstTask"),
+		firstTask:  rapid.SampledFrom([]int64{0, 7}).Draw(t, "firstTask"),
+		otherDB:    rapid.Bool().Draw(t, "otherDB"),
+		otherEarly: rapid.Bool().Draw(t, "otherEarly"),
+		slotLag:    rapid.Bool().Draw(t, "slotLag"),
 	}
 }
 
@@ -356,11 +372,15 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"SkipDrain/lost", cutover.Mutants{SkipDrain: true}, "acknowledged writes lost", 0, 0},
 		{"SkipReverseDrain", cutover.Mutants{SkipReverseDrain: true}, "sent without draining shard n0 of the dst layout", 0, 0},
 		{"SkipReverseDrain/lost", cutover.Mutants{SkipReverseDrain: true}, "acknowledged writes lost: taken on the dst layout", 0, 0},
+		{"ReverseOpensAtOnce", cutover.Mutants{ReverseOpensAtOnce: true}, "with the shard index the dst layout gave it", 0, 0},
+		// Run where another database's copy starts on d right after this one's (its world).
+		{"AdoptAnyTask", cutover.Mutants{AdoptAnyTask: true}, "cuts over another database's task", 500, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds, chaos := cmp.Or(tc.seeds, 20), cmp.Or(tc.chaos, 40)
 			for seed := range seeds {
 				cfg := runConfig{instances: 3, attempts: 2, chaos: chaos, mutants: tc.mutant, finalize: int(seed % 2)}
+				cfg.otherDB, cfg.otherEarly = tc.mutant.AdoptAnyTask, tc.mutant.AdoptAnyTask
 				res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, cfg)
 				for _, v := range res.violations {
 					if strings.Contains(v, tc.invariant) {
@@ -372,6 +392,19 @@ func TestMutantsTripInvariants(t *testing.T) {
 			t.Fatalf("mutant %s never tripped %q in %d seeds", tc.name, tc.invariant, seeds)
 		})
 	}
+	t.Run("SettleUnderCheckoutTimeout", func(t *testing.T) {
+		// The old layout opens while the queries d's RELOAD retried there still wait.
+		for seed := range uint64(20) {
+			res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, runConfig{instances: 3, attempts: 2, chaos: 40, finalize: 1, settle: 500})
+			for _, v := range res.violations {
+				if strings.Contains(v, "when shard s0 opened") || strings.Contains(v, "when shard s1 opened") {
+					t.Logf("tripped at seed %d: %s", seed, v)
+					return
+				}
+			}
+		}
+		t.Fatal("a ReverseSettle under checkout_timeout never tripped the retried query landing")
+	})
 	t.Run("none", func(t *testing.T) {
 		for seed := range uint64(20) {
 			res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, runConfig{instances: 3, attempts: 2, chaos: 40})

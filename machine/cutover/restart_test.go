@@ -44,6 +44,8 @@ type worldRun struct {
 	// true if it fed something (a held command's answer).
 	deliver func(w *world, c cutover.Command, feed func(cutover.Input)) bool
 	idle    func(w *world, feed func(cutover.Input)) bool
+	// setup, when set, shapes the world before the cutover starts.
+	setup func(w *world)
 }
 
 // reliableWith is reliable run by r.
@@ -53,6 +55,9 @@ func reliableWith(t *testing.T, r worldRun) (cutover.Done, []string, int, map[st
 	names := []string{"pgdog-1", "pgdog-2", "pgdog-3"}
 	w := newWorld(fixture(), names, "pgdog-1", 0)
 	w.lag, w.syncPolls = 3000, 1
+	if r.setup != nil {
+		r.setup(w)
+	}
 	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000, Mutants: r.mutants}
 	m := cutover.New()
 	rec := &machine.Recorder{}

@@ -38,6 +38,8 @@ const (
 	stFinalReload
 	stCheck
 	stCheckReload
+	// stSettle (a reverse, Options.ReverseSettle): between the reload and the open.
+	stSettle
 )
 
 // stageNames are the middle part of step ids, so they are part of the protocol: changing
@@ -50,7 +52,7 @@ var stageNames = [...]string{
 	stUnfence: "unfence", stFinish: "finish", stUndoReload: "undo/reload",
 	stUndoUnfence: "undo/unfence", stUndoResume: "undo/resume", stUndoStop: "undo/stop",
 	stUndoRecord: "undo/record", stDone: "done", stFinalReload: "final/reload",
-	stCheck: "check", stCheckReload: "check/reload",
+	stCheck: "check", stCheckReload: "check/reload", stSettle: "settle",
 }
 
 func (s stage) String() string { return stageNames[s] }
@@ -62,6 +64,7 @@ func (s stage) String() string { return stageNames[s] }
 // that fence until then, and the files and reloads need not wait for it.
 var (
 	stepsNormal               = []stage{stPause, stFence, stCutover, stResolve, stRepause, stPublish, stOpen, stFiles, stReload, stResume}
+	stepsReverseSettle        = []stage{stPause, stFence, stCutover, stResolve, stRepause, stPublish, stFiles, stReload, stSettle, stOpen, stResume}
 	stepsPublishBeforeCutover = []stage{stPause, stFence, stPublish, stOpen, stFiles, stReload, stCutover, stResolve, stRepause, stResume}
 	stepsResumeBeforePublish  = []stage{stPause, stFence, stCutover, stResolve, stRepause, stResume, stPublish, stOpen, stFiles, stReload}
 	stepsFilesBeforePublish   = []stage{stPause, stFence, stCutover, stResolve, stRepause, stFiles, stReload, stPublish, stOpen, stResume}

@@ -13,6 +13,30 @@ type Task struct {
 	State TaskState
 	// Detail is PgDog's own status text, kept for alerts and traces.
 	Detail string
+	// Kind is SHOW TASKS's type column verbatim: what the task is and the databases it
+	// works on ("reshard app -> app__reshard_4" for COPY_DATA app app__reshard_4, see
+	// CopyOf; "replication app -> app__reshard_4 (reverse)" for the stream a CUTOVER
+	// starts). "" when the lister does not say, which adopt takes for "could be anything".
+	Kind string
+}
+
+// CopyOf reads the databases a COPY_DATA (or RESHARD) task copies between from its Kind:
+// PgDog names that task "reshard <source> -> <destination>" (pgdog/src/api/resharding.rs,
+// ReshardTask displays "reshard {orchestrator}"; backend/replication/logical/orchestrator.rs,
+// Orchestrator displays the two databases' names; admin/show_tasks.rs lists it as the
+// root row's type; recorded in adapters/pgdog/testdata/transcript*.json). ok is false for
+// any other task. Only this names a copy: SHOW TASKS shows no slot, and SHOW
+// REPLICATION_SLOTS names slots, not the task streaming through them.
+func CopyOf(kind string) (source, destination string, ok bool) {
+	rest, ok := strings.CutPrefix(kind, "reshard ")
+	if !ok {
+		return "", "", false
+	}
+	source, destination, ok = strings.Cut(rest, " -> ")
+	if !ok || source == "" || destination == "" || strings.ContainsAny(source+destination, " ") {
+		return "", "", false
+	}
+	return source, destination, true
 }
 
 // TaskState is where a PgDog task is, reduced to what the cutover decides on.

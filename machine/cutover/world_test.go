@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"loam.dev/router/kernel/shardmap"
@@ -32,7 +33,21 @@ type world struct {
 	// in between routes it where the first did.
 	loaded map[string]string
 	paused map[string]bool
-	tasks  map[int64]cutover.TaskState
+	// Queries routed already and held (checkout > 0 models them: PgDog's checkout_timeout,
+	// in ms of the run's clock). PgDog's CUTOVER ends maintenance for the whole instance;
+	// when its swap leaves the instance on the layout it routed by (the reverse CUTOVER: see
+	// loaded), the clients it released are routed by that layout, fenced, and wait for its
+	// schema to load (Cluster::wait_ready), which the fence keeps from happening, or at its
+	// pools, which keep their pause (pool_impl.rs, move_conns_to). A RELOAD onto another
+	// layout takes that cluster down and retries them there with their old shard index
+	// (pgdog/src/backend/pool/connection/mod.rs, Connection::connect): on an open shard a
+	// write lands on another shard than its hash; on a fenced one it waits for a login
+	// until checkout_timeout refuses it (retrying), and lands if the shard opens first.
+	checkout int64
+	clock    *int64 // the run's clock (nil: 0)
+	held     map[string]heldQuery
+	retrying map[string]heldQuery // held queries a RELOAD retried on a fenced layout
+	tasks    map[int64]cutover.TaskState
 	// Task ids: PgDog numbers its tasks from 0 after a start (newWorld's firstTask), so the
 	// world marks a task it has none of with noTask.
 	slotTask  int64 // the task replicating into the deterministic slot
@@ -75,6 +90,24 @@ type world struct {
 	// checkFailed: the machine alerted that its check of d after the resume (listing d's
 	// tasks, or reloading it) failed, so d may serve on the old files until finalize.
 	checkFailed bool
+	// otherDB: another database on d runs a replication task of its own (PgDog's SHOW
+	// TASKS lists every database's tasks together), started once the copy is polled (the
+	// machine knows its copy's id by then), so its id is above the copy's and it is
+	// active; otherTask is its id (noTask: none yet).
+	otherDB   bool
+	otherTask int64
+	// otherEarly: the other database's task is a copy of its own, started right after this
+	// cutover's COPY_DATA ran (before anything is polled), so a restart's listing shows it
+	// beside the copy, newer. kinds is SHOW TASKS's type column of every task (cutover.Task
+	// Kind); a task the world has none for is listed with "".
+	otherEarly bool
+	kinds      map[int64]string
+	// slotLagSyncing: SHOW REPLICATION_SLOTS shows the copy's slot while the copy still
+	// syncs (PgDog creates it when COPY_DATA starts), with the lag it holds so far; without
+	// it the world reports an unknown lag (-1) until the task replicates.
+	slotLagSyncing bool
+	// stuckLag: the stream is slower than the writes, so the copy's lag never falls.
+	stuckLag bool
 	// alerts counts the Alerts the machine raised. A task the cutover leaves running,
 	// whether it knew its id or not (a COPY_DATA whose answer was lost), needs an Alert.
 	alerts int
@@ -82,19 +115,47 @@ type world struct {
 	violations []string
 }
 
+// copyOf is how PgDog names this cutover's copy in SHOW TASKS: "<db> -> <db>__reshard_<g>".
+func (w *world) copyOf() string {
+	db := w.store.Router.Name
+	return db + " -> " + db + "__reshard_" + strconv.FormatUint(w.g, 10)
+}
+
+// startOther starts the other database's task (see otherDB), a copy of its own.
+func (w *world) startOther(st cutover.TaskState) {
+	w.otherTask = w.nextTask
+	w.tasks[w.otherTask] = st
+	w.kinds[w.otherTask] = "reshard other -> other__reshard_9"
+	w.nextTask++
+}
+
 // noTask is the world's "no such task": PgDog's ids are never negative.
 const noTask = -1
+
+// heldQuery is a query an instance routed by layout, held since at.
+type heldQuery struct {
+	layout string
+	at     int64
+}
+
+func (w *world) now() int64 {
+	if w.clock == nil {
+		return 0
+	}
+	return *w.clock
+}
 
 // newWorld models instances whose PgDog hands out task ids from firstTask (a freshly
 // started PgDog: 0).
 func newWorld(rec *shardmap.Record, instances []string, designated string, firstTask int64) *world {
 	w := &world{
-		slotTask: noTask, copyTask: noTask, stream: noTask, restream: noTask, lateStream: noTask,
+		slotTask: noTask, copyTask: noTask, stream: noTask, restream: noTask, lateStream: noTask, otherTask: noTask,
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation, filesOn: "src",
 		fenced: map[string]bool{}, routes: map[string]string{}, loaded: map[string]string{}, paused: map[string]bool{},
-		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{},
+		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{}, kinds: map[int64]string{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
+		held: map[string]heldQuery{}, retrying: map[string]heldQuery{},
 	}
 	for _, s := range rec.Shards {
 		w.src = append(w.src, s.Name)
@@ -348,13 +409,20 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		if effect && !(w.slotTask != noTask && w.tasks[w.slotTask] != cutover.TaskCancelled) {
 			w.copyTask, w.slotTask = w.nextTask, w.nextTask
 			w.tasks[w.copyTask] = cutover.TaskSyncing
+			w.kinds[w.copyTask] = "reshard " + w.copyOf()
 			w.nextTask++
 			w.stranded["src"], w.inStream["src"] = 0, 0 // the initial copy carries every row
+			if w.otherEarly {
+				w.startOther(cutover.TaskSyncing)
+			}
 		}
 		return cutover.CopyStarted{Step: c.Step, Task: w.slotTask, Err: fail}
 	case cutover.PollCopy:
 		if fail != nil {
 			return cutover.CopyPolled{Step: c.Step, Err: fail}
+		}
+		if w.otherDB && w.otherTask == noTask {
+			w.startOther(cutover.TaskReplicating)
 		}
 		st := w.tasks[c.Task]
 		if st == cutover.TaskSyncing {
@@ -365,9 +433,14 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 			}
 		}
 		lag := int64(-1)
+		if st == cutover.TaskSyncing && w.slotLagSyncing {
+			lag = w.lag
+		}
 		if st == cutover.TaskReplicating {
 			lag = w.lag
-			w.lag /= 2 // catching up
+			if !w.stuckLag {
+				w.lag /= 2 // catching up
+			}
 		}
 		return cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: c.Task, State: st}, LagBytes: lag}
 	case cutover.ListTasks:
@@ -376,7 +449,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		}
 		var ts []cutover.Task
 		for id, st := range w.tasks {
-			ts = append(ts, cutover.Task{ID: id, State: st})
+			ts = append(ts, cutover.Task{ID: id, State: st, Kind: w.kinds[id]})
 		}
 		slices.SortFunc(ts, func(a, b cutover.Task) int { return int(a.ID - b.ID) })
 		return cutover.TasksListed{Step: c.Step, Tasks: ts}
@@ -398,6 +471,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 	case cutover.Unfence:
 		if effect {
 			w.fenced[c.Shard] = false
+			w.landRetried(c.Shard)
 		}
 	case cutover.Cutover:
 		if effect && !w.cutover(c) && fail == nil {
@@ -412,10 +486,14 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		}
 	case cutover.Reload:
 		if effect {
+			w.retryHeld(c.Instance, w.layoutOf(c.Record))
 			w.routes[c.Instance] = w.layoutOf(c.Record)
 			w.loaded[c.Instance] = w.routes[c.Instance]
 		}
 	case cutover.StopTask:
+		if effect && c.Task == w.otherTask && w.otherTask != noTask {
+			w.violate("STOP_TASK %d on %s stops another database's replication task", c.Task, c.Instance)
+		}
 		if effect {
 			if st, ok := w.tasks[c.Task]; ok && st != cutover.TaskFinished {
 				w.tasks[c.Task] = cutover.TaskCancelled
@@ -479,20 +557,67 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	if !ok || st != cutover.TaskReplicating {
 		return false // "task is not a replication task"
 	}
+	if c.Task == w.otherTask {
+		// The other database's copy: PgDog swaps that database's names, not this one's,
+		// and clears every hold on the instance (the other's reverse stream is not modelled).
+		w.violate("CUTOVER %d on %s cuts over another database's task", c.Task, c.Instance)
+		w.tasks[c.Task] = cutover.TaskFinished
+		w.paused[c.Instance] = false
+		return true
+	}
 	w.drain(c)
 	w.tasks[c.Task] = cutover.TaskFinished
 	id := w.nextTask
 	w.nextTask++
 	w.tasks[id] = cutover.TaskReplicating
+	w.kinds[id] = "replication " + w.copyOf() + " (reverse)"
 	switch {
 	case c.Task == w.copyTask:
 		w.cut, w.stream = true, id
 	case c.Task == w.stream:
 		w.rcut, w.restream = true, id
 	}
+	before := w.routes[c.Instance]
 	w.routes[c.Instance] = w.swapped(c.Instance)
+	if w.checkout > 0 && w.paused[c.Instance] && w.routes[c.Instance] == before {
+		w.held[c.Instance] = heldQuery{layout: before, at: w.now()}
+	}
 	w.paused[c.Instance] = false
 	return true
+}
+
+// retryHeld is a RELOAD of inst onto layout l taking down the cluster its held query
+// waits on: PgDog retries it on l with the shard index its own layout gave it.
+func (w *world) retryHeld(inst, l string) {
+	h, ok := w.held[inst]
+	if !ok || l == h.layout {
+		return
+	}
+	delete(w.held, inst)
+	if slices.ContainsFunc(w.shards(l), func(s string) bool { return !w.fenced[s] }) {
+		w.misplaced(inst, h.layout, l, "at its RELOAD")
+		return
+	}
+	w.retrying[inst] = heldQuery{layout: l, at: w.now()}
+}
+
+// landRetried: shard s opened. A retried query still waiting for a login there (not yet
+// refused at checkout_timeout) gets it.
+func (w *world) landRetried(s string) {
+	for inst, r := range w.retrying {
+		if !slices.Contains(w.shards(r.layout), s) {
+			continue
+		}
+		delete(w.retrying, inst)
+		if w.now()-r.at < w.checkout {
+			w.misplaced(inst, other(r.layout), r.layout, fmt.Sprintf("%d ms after its RELOAD, when shard %s opened", w.now()-r.at, s))
+		}
+	}
+}
+
+func (w *world) misplaced(inst, routedBy, on, when string) {
+	w.violate("a query %s routed by the %s layout and held since its CUTOVER is retried on the %s layout with the shard index the %s layout gave it, %s (checkout_timeout %d ms): a write on another shard than its hash",
+		inst, routedBy, on, routedBy, when, w.checkout)
 }
 
 // swapped is where a CUTOVER on inst routes it: the other layout than its loaded files.
@@ -508,6 +633,8 @@ func (w *world) swapped(inst string) string {
 // tasks it ran (the copy, the streams a CUTOVER started) are gone with it.
 func (w *world) restartInstance(inst string) {
 	w.routes[inst], w.loaded[inst], w.paused[inst] = w.filesOn, w.filesOn, false
+	delete(w.held, inst)
+	delete(w.retrying, inst)
 	if inst == w.designated {
 		for id, st := range w.tasks {
 			if st == cutover.TaskSyncing || st == cutover.TaskReplicating {
@@ -578,7 +705,7 @@ func (w *world) checkEnd(d cutover.Done) {
 		// tells the operator to stop it excuses it. (The stream of a CUTOVER that landed
 		// after its failure was answered, outside the driver's contract, is not checked.)
 		for id, st := range w.tasks {
-			if (st == cutover.TaskSyncing || st == cutover.TaskReplicating) && id != w.lateStream && w.alerts == 0 {
+			if (st == cutover.TaskSyncing || st == cutover.TaskReplicating) && id != w.lateStream && id != w.otherTask && w.alerts == 0 {
 				w.violate("%v: task %d is left %v on %s and no Alert says so", d.Outcome, id, st, w.designated)
 			}
 		}
@@ -600,6 +727,11 @@ func (w *world) checkEnd(d cutover.Done) {
 			if w.fenced[s] != w.fencedEver[s] {
 				w.violate("rolled back: destination shard %s fenced=%v, but a fence reached it: %v (a rollback leaves the destination fenced)", s, w.fenced[s], w.fencedEver[s])
 			}
+		}
+		if w.cut && !w.lateCut && w.copyTask != noTask && w.tasks[w.copyTask] == cutover.TaskFinished {
+			// Its listing says it took, and nothing can be rolled back from there: the
+			// reverse stream carries what d writes on the new layout back to the old one.
+			w.violate("rolled back after the CUTOVER took effect (task %d listed finished)", w.copyTask)
 		}
 		if w.routes[w.designated] != "src" && !w.lateCut {
 			// A CUTOVER that landed late may have swapped it again: it stays on the

@@ -120,6 +120,19 @@ func (TimerFired) isInput()    {}
 // Options tune the reshard. Zero values take the defaults named on each field.
 type Options struct {
 	// MaxLagMs is the replication lag at or under which the copy counts as caught up. Default 5000.
+	//
+	// It keeps no data safe: SwitchTraffic of the primary makes the source read-only and
+	// waits for the target to apply what it lags by before it switches, and VDiff compares
+	// at a stopped position, so a lagging stream loses nothing. What it bounds is how long
+	// the writes stop: the catch-up SwitchTraffic waits for, the writes paused or failing,
+	// is the lag when the stop began, so going on only at a lag at or under MaxLagMs keeps
+	// the stop at or under MaxLagMs. Vitess's own bound (max_replication_lag_allowed and
+	// timeout, 30 s as the adapter sends them) refuses or aborts only a longer one. The
+	// bound holds for a lag that does not grow again between the catch-up and the switch
+	// (the VDiff and the reads come in between: a burst of writes then is not covered).
+	// Checked by the world's "the writes stop for at most MaxLagMs" (TestWriteStopBoundedByMaxLag,
+	// TestPropertyHeavyWrites, testdata/interaction/lag.txt) and the vreshard scenario's
+	// vreshard-write-stop under heavy writes; mutant IgnoreLag trips both.
 	MaxLagMs int64
 	// PollEvery is how often Status and VDiff are asked again while they are not done, ms.
 	// Default 1000.
@@ -152,6 +165,9 @@ type Mutants struct {
 	// SkipHold completes as soon as the check through vtgate passed, without waiting for
 	// Finalize. Trips "completed before the operator finalized".
 	SkipHold bool
+	// IgnoreLag counts the copy as caught up once no stream copies, whatever its lag (the
+	// MaxLagMs gate dropped). Trips "the writes stop for at most MaxLagMs" under heavy writes.
+	IgnoreLag bool
 }
 
 func (o Options) withDefaults() Options {

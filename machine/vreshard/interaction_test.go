@@ -65,6 +65,8 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		h.w = newWorld(st.Record)
 		h.w.mismatch, h.w.verifyFail = arg("mismatch", "") == "true", arg("verify", "") == "fail"
 		h.w.copyPolls = machinetest.Arg(t, d, "copying", 1)
+		h.w.backlog, h.w.drain = machinetest.Arg(t, d, "backlog", int64(0)), machinetest.Arg(t, d, "drain", int64(0))
+		h.w.now = func() int64 { return h.Now }
 		st.Options.FinalizeAfter = machinetest.Arg(t, d, "finalize_after", int64(0))
 		if tg := arg("target", ""); tg != "" {
 			st.Target = strings.Split(tg, ",")
@@ -134,6 +136,9 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 		fmt.Fprintf(&h.Out, "store gen=%d version=%d layout=%s target=%s phase=%v vitess primary=%s replica=%s exists=%v completed=%v effects=%d\n",
 			h.w.store.Generation, h.w.store.Version, strings.Join(names(h.w.store.Layout), ","), tg, h.w.store.State.Phase,
 			strings.Join(h.w.primary(), ","), strings.Join(h.w.replica(), ","), h.w.exists, h.w.completed, len(h.w.effects))
+		if h.w.backlog > 0 {
+			fmt.Fprintf(&h.Out, "lag=%d write_stop_ms=%d\n", h.w.lag(), h.w.writeStop)
+		}
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}

@@ -453,7 +453,7 @@ func (m *Machine) answer(ctx *machine.Ctx, in Input) {
 			m.turnBack(ctx)
 		case m.s.CancelAsked:
 			m.turnBack(ctx)
-		case in.Copying || in.LagMs > m.s.Start.Options.MaxLagMs:
+		case in.Copying || in.LagMs > m.s.Start.Options.MaxLagMs && !m.s.Start.Options.Mutants.IgnoreLag:
 			m.poll(ctx)
 		default:
 			m.enter(ctx, stVDiff)

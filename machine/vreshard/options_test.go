@@ -82,9 +82,9 @@ func TestOptionsAndDefaults(t *testing.T) {
 
 // TestCatchUpWaitsForTheLag: the copy counts as caught up at a lag of MaxLagMs and not
 // above: with heavy writes the first polls show 9000 and 5001 ms, and the VDiff starts on
-// the poll that shows 5000 (the default MaxLagMs), not before (the world's check: no VDiff
-// after a poll over the bound) and not one poll later (make mutate: > for >= was seen by
-// nothing, the world's lag being a constant 100 ms).
+// the poll that shows 5000 (the default MaxLagMs), not one poll earlier or later (make
+// mutate: > for >= was seen by nothing, the world's lag being a constant 100 ms). That the
+// gate is needed at all is TestWriteStopBoundedByMaxLag's.
 func TestCatchUpWaitsForTheLag(t *testing.T) {
 	st := fixture()
 	w := newWorld(st.Record)

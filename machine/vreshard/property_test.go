@@ -41,6 +41,7 @@ type armed struct {
 
 func newDriver(t machinetest.TB, w *world, start vreshard.Start) *driver {
 	d := &driver{t: t, m: vreshard.New(), w: w, now: 1000, rng: rand.New(rand.NewPCG(7, 8)), timers: machinetest.Timers{}}
+	w.now = func() int64 { return d.now }
 	d.feed(start)
 	return d
 }
@@ -269,16 +270,18 @@ func TestMutantsTripInvariants(t *testing.T) {
 		name      string
 		mutant    vreshard.Mutants
 		invariant string
+		setup     func(*world)
 	}{
-		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, "writes switched before a clean VDiff"},
-		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, "the record mirrors the live partition"},
-		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, "no step twice"},
-		{"SkipHold", vreshard.Mutants{SkipHold: true}, "completed before the operator finalized"},
+		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, "writes switched before a clean VDiff", nil},
+		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, "the record mirrors the live partition", nil},
+		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, "no step twice", nil},
+		{"SkipHold", vreshard.Mutants{SkipHold: true}, "completed before the operator finalized", nil},
+		{"IgnoreLag", vreshard.Mutants{IgnoreLag: true}, "the writes stop for at most MaxLagMs", heavyWrites(20_000, 500)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
 			for seed := range uint64(30) {
-				_, v := run(machinetest.Seeded(seed), t, 60, tc.mutant, nil)
+				_, v := run(machinetest.Seeded(seed), t, 60, tc.mutant, tc.setup)
 				if strings.Contains(strings.Join(v, "\n"), tc.invariant) {
 					caught++
 				}

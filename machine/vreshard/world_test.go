@@ -27,17 +27,46 @@ type world struct {
 	verified                     bool
 	finalized                    bool // the operator's Finalize (or finalize_after's timer) reached the machine
 
-	lags       []int64        // the LagMs of successive Status answers, the last one repeated (none: 100)
+	lags       []int64        // the LagMs of successive Status answers, the last one repeated (none: backlog, or 100)
 	lastLag    int64          // the lag the last Status answer showed
-	maxLag     int64          // the start's MaxLagMs: a VDiff sent after a poll showing more trips a check
+	maxLag     int64          // the start's MaxLagMs: a longer stop of the writes trips a check
 	bumps      int            // identical writes of another writer to come, one before each CAS
 	changes    int            // routing changes of another writer to come (a new generation), one before each CAS
 	effects    map[string]int // effective applications per step
 	violations []string
+
+	// Heavy writes: backlog is the streams' lag when the copy ends, ms, falling by drain ms
+	// per second of the driver's clock (the target applies faster than the source writes)
+	// to the floor of 100. copyEnd is when a Status first said the copy was done (-1
+	// before); now is the driver's clock; writeStop how long the forward switch of the
+	// writes stopped them, ms (-1: not yet).
+	backlog, drain, copyEnd, writeStop int64
+	now                                func() int64
 }
 
 func newWorld(rec *shardmap.Record) *world {
-	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2, maxLag: 5000}
+	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2, maxLag: 5000, copyEnd: -1, writeStop: -1}
+}
+
+func (w *world) clock() int64 {
+	if w.now == nil {
+		return 0
+	}
+	return w.now()
+}
+
+// lag is the streams' replication lag now: the next of lags when a Status asks (the last
+// one shown otherwise), else the backlog drained since the copy ended.
+func (w *world) lag() int64 {
+	switch {
+	case w.writesOn:
+		return 100 // SwitchTraffic waited for the catch-up
+	case len(w.lags) > 0:
+		return w.lags[min(max(w.statusPolls, 1), len(w.lags))-1]
+	case w.backlog > 0 && w.copyEnd >= 0:
+		return max(100, w.backlog-w.drain*(w.clock()-w.copyEnd)/1000)
+	}
+	return 100
 }
 
 func (w *world) violate(format string, a ...any) {
@@ -144,15 +173,12 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		}
 		w.statusPolls++
 		copying := w.statusPolls <= w.copyPolls
-		w.lastLag = 100
-		if n := len(w.lags); n > 0 {
-			w.lastLag = w.lags[min(w.statusPolls, n)-1]
+		if !copying && w.copyEnd < 0 {
+			w.copyEnd = w.clock()
 		}
+		w.lastLag = w.lag()
 		return vreshard.Progress{Step: c.Step, Attempt: c.Attempt, Copying: copying, LagMs: w.lastLag, Rows: 1000, Err: fail}
 	case vreshard.VDiff:
-		if w.lastLag > w.maxLag {
-			w.violate("VDiff %s sent after a poll showed a lag of %d ms, over MaxLagMs %d: the copy had not caught up", c.Step, w.lastLag, w.maxLag)
-		}
 		if !uuidV4.MatchString(c.UUID) {
 			w.violate("VDiff %s with id %q: vtctld takes only a UUID", c.Step, c.UUID)
 		}
@@ -176,6 +202,11 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 	case vreshard.Switch:
 		if !w.exists {
 			return reply(c.Step, c.Attempt, errWorkflow)
+		}
+		if lag := w.lag(); slices.Contains(c.Types, "primary") && !c.Reverse && !w.writesOn && lag > maxLagAllowed {
+			// Vitess checks max_replication_lag_allowed (30 s, as the adapter sends it)
+			// before it stops anything.
+			return reply(c.Step, c.Attempt, fmt.Errorf("vtctld: replication lag %d ms is higher than allowed lag %d ms", lag, maxLagAllowed))
 		}
 		if effect {
 			w.switchTraffic(c)
@@ -229,6 +260,13 @@ func (w *world) switchTraffic(c vreshard.Switch) {
 			if !c.Reverse && !w.cleanVDiff {
 				w.violate("writes switched before a clean VDiff")
 			}
+			if !c.Reverse && !w.writesOn {
+				// The source is read-only until the target has applied what it lags by.
+				w.writeStop = w.lag()
+				if w.writeStop > w.maxLag {
+					w.violate("the writes stop for at most MaxLagMs: SwitchTraffic stopped them for %d ms (the lag at the stop), over MaxLagMs %d", w.writeStop, w.maxLag)
+				}
+			}
 		}
 		if *on != !c.Reverse {
 			*on = !c.Reverse
@@ -254,6 +292,9 @@ func (w *world) write(next *shardmap.Record) {
 	r.Version = w.store.Version + 1
 	w.store = r
 }
+
+// maxLagAllowed is the max_replication_lag_allowed the adapter sends SwitchTraffic, ms.
+const maxLagAllowed = 30_000
 
 // uuidV4 is the form of the VDiff ids the machine draws (version 4, RFC 4122 variant).
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)

@@ -66,7 +66,8 @@ Keys of loam.toml (all optional but [[databases]]):
     [[databases.routers]] id, kind (pgdog), admin, config_dir, node_id
     [databases.indoubt]   enabled, period, threshold, stuck_after, deployment
     [databases.cutover]   designated, publication, lag_threshold_bytes, grace, poll_every,
-                          finalize_after, retry_after, attempts, instance_attempts
+                          finalize_after, retry_after, attempts, instance_attempts,
+                          reverse_settle
   [[fencing]]  name, addrs, pods (the deployment's pod names), lease_ttl, old_lease,
                old_generation, new_lease, new_generation
   [shards]     allow (the hosts, *.domains, IPs and CIDRs the controller may log into as

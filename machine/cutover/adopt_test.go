@@ -1,0 +1,93 @@
+package cutover_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine/cutover"
+)
+
+// restartWithCopyInFlight restarts the daemon right after it sent COPY_DATA, the command
+// having run (its answer lost): the restart lists d's tasks to adopt the copy. setup
+// shapes the world; deliver, when set, sees every command first (see worldRun).
+func restartWithCopyInFlight(t *testing.T, mu cutover.Mutants, setup func(*world), deliver func(*world, cutover.Command, func(cutover.Input)) bool) (cutover.Done, []string, map[string]bool) {
+	t.Helper()
+	done, violations, _, actions := reliableWith(t, worldRun{decision: cutover.Finalize{}, restartAt: 2, applied: true,
+		mutants: mu, setup: setup, deliver: deliver})
+	return done, violations, actions
+}
+
+// TestAdoptsOnlyItsCopy is the necessity world of adopting only the task that names this
+// cutover's copy: another database's copy starts on d right after this one's, so the
+// restart's listing shows it beside the copy, newer (PgDog lists every database's tasks
+// together). Adopting the newest active task (AdoptAnyTask) cuts that one over and
+// publishes g+1 while this database's CUTOVER never ran.
+func TestAdoptsOnlyItsCopy(t *testing.T) {
+	other := func(w *world) { w.otherDB, w.otherEarly = true, true }
+	done, violations, actions := restartWithCopyInFlight(t, cutover.Mutants{}, other, nil)
+	require.Empty(t, violations)
+	require.True(t, actions["Adopt"], "the restart adopts the copy")
+	require.Equal(t, cutover.Finalized, done.Outcome)
+
+	_, violations, _ = restartWithCopyInFlight(t, cutover.Mutants{AdoptAnyTask: true}, other, nil)
+	v := strings.Join(violations, "\n")
+	require.Contains(t, v, "cuts over another database's task")
+	require.Contains(t, v, "published before CUTOVER took effect")
+}
+
+// TestAdoptRefusesWhenItCannotTell: when the listing cannot say which task is the copy,
+// the restart neither adopts one nor sends COPY_DATA again (a second copy into the same
+// destination): it rolls back with an Alert naming what may be left running, stopping
+// nothing. The listing shows a second active task naming the same copy (twin), or gives
+// no task's type (unnamed).
+func TestAdoptRefusesWhenItCannotTell(t *testing.T) {
+	for _, name := range []string{"twin", "unnamed"} {
+		t.Run(name, func(t *testing.T) {
+			copies, polls, alerted := 0, 0, false
+			done, violations, _ := restartWithCopyInFlight(t, cutover.Mutants{}, nil,
+				func(w *world, c cutover.Command, _ func(cutover.Input)) bool {
+					switch c := c.(type) {
+					case cutover.ListTasks:
+						if strings.Contains(c.Step, "/copy/adopt") && name == "twin" {
+							w.tasks[42], w.kinds[42] = cutover.TaskSyncing, "reshard app -> app__reshard_4"
+						} else if strings.Contains(c.Step, "/copy/adopt") {
+							clear(w.kinds)
+						}
+					case cutover.CopyData:
+						copies++
+					case cutover.PollCopy:
+						polls++
+					}
+					alerted = alerted || w.alerts > 0
+					return false
+				})
+			require.Empty(t, violations)
+			require.Equal(t, 0, polls, "no task adopted")
+			require.Equal(t, 0, copies, "COPY_DATA not sent again after the restart")
+			require.Equal(t, cutover.RolledBack, done.Outcome)
+			require.Contains(t, done.Reason, "provably this cutover's copy")
+			require.True(t, alerted)
+		})
+	}
+}
+
+// TestAdoptAmongOtherCopies runs hostile worlds where another database's copy starts right
+// after this one's: without the mutant no seed breaks an invariant, and some seed restarts
+// with COPY_DATA in flight and adopts.
+func TestAdoptAmongOtherCopies(t *testing.T) {
+	adopted := 0
+	for seed := range uint64(300) {
+		cfg := runConfig{instances: 3, attempts: 2, chaos: 200, finalize: int(seed % 3), otherDB: true, otherEarly: true}
+		res := run(rngChooser{rand.New(rand.NewPCG(seed, 5))}, cfg)
+		require.Empty(t, res.violations, "seed %d\n%s", seed, strings.Join(res.log, "\n"))
+		if slices.ContainsFunc(res.log, func(l string) bool { return strings.Contains(l, "/copy/adopt") }) {
+			adopted++
+		}
+	}
+	t.Logf("%d of 300 seeds listed d's tasks to adopt the copy", adopted)
+	require.NotZero(t, adopted)
+}
