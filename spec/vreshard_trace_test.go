@@ -11,25 +11,27 @@ import (
 // (spec/trace/VitessReshardTrace.qnt).
 type vrEvent struct {
 	Action, Stage, Layout, Target, Outcome string
-	OK, Flag, Bad                          bool
+	OK, Flag, Bad, Lag                     bool
 	Gen                                    int
 }
 
 func (e vrEvent) quint() string {
-	return fmt.Sprintf(`{ act: %q, stage: %q, ok: %t, flag: %t, bad: %t, gen: %d, layout: %q, target: %q, outcome: %q }`,
-		e.Action, e.Stage, e.OK, e.Flag, e.Bad, e.Gen, e.Layout, e.Target, e.Outcome)
+	return fmt.Sprintf(`{ act: %q, stage: %q, ok: %t, flag: %t, bad: %t, lag: %t, gen: %d, layout: %q, target: %q, outcome: %q }`,
+		e.Action, e.Stage, e.OK, e.Flag, e.Bad, e.Lag, e.Gen, e.Layout, e.Target, e.Outcome)
 }
 
 // vreshardEvents reads the VitessReshard events of a trace: the stage each answer ran in
 // (machine/vreshard's stage names, "unswitch-reads" the model's "unswitch"), the Layout and
 // Target a Mirror reports as the model's sides (the Start's source shards are "src", its
-// target shards "tgt"), and generations counted from the record's at Start (the first
-// Mirror's, less the one its write added).
+// target shards "tgt"), generations counted from the record's at Start (the first
+// Mirror's, less the one its write added), and a done Copy's lag_ms over the Start's
+// max_lag_ms as its lag.
 func vreshardEvents(t *testing.T, events []map[string]any) []vrEvent {
 	t.Helper()
 	var out []vrEvent
 	var source, target string
 	g0 := -1
+	var maxLag int
 	side := func(m map[string]any, key string) string {
 		switch v, _ := m[key].(string); v {
 		case "":
@@ -50,6 +52,8 @@ func vreshardEvents(t *testing.T, events []map[string]any) []vrEvent {
 		switch e.Action {
 		case "Start":
 			source, target = str("source"), str("target")
+			maxLag = num(m, "max_lag_ms")
+			require.Positive(t, maxLag, "the Start event carries no max_lag_ms: %v", m)
 		case "Inspect":
 			e.Stage, e.Bad = "inspect", num(m, "problems") > 0
 		case "Mirror":
@@ -63,6 +67,7 @@ func vreshardEvents(t *testing.T, events []map[string]any) []vrEvent {
 		case "Copy":
 			e.Stage, e.Bad = "copy", str("failed") != ""
 			e.Flag, _ = m["copying"].(bool)
+			e.Lag = !e.Flag && !e.Bad && num(m, "lag_ms") > maxLag
 		case "VDiff":
 			e.Stage, e.Bad = "vdiff", str("mismatch") != ""
 			e.Flag, _ = m["done"].(bool)
@@ -124,4 +129,19 @@ func TestTraceValidationVReshardRejects(t *testing.T) {
 		traceRun[vrEvent]{"changed", changed, nil}, traceRun[vrEvent]{"moved", moved, nil})
 	require.Equal(t, []int{len(events), mirror, first}, got,
 		"want the unchanged trace explained, the changed one stopped at its Mirror %d, the one with the writes switched before the VDiff at %d", mirror, first)
+}
+
+// TestTraceValidationVReshardLagRejects: in a trace under heavy writes (seed 1000001: the
+// copy ends lagging by ~21 s and is polled until the lag is at or under MaxLagMs), a lagging
+// Copy reported as caught up is rejected at the Copy after it (the model has gone on to the
+// VDiff), and the unchanged trace passes: the lag is read from the event, not guessed.
+func TestTraceValidationVReshardLagRejects(t *testing.T) {
+	events := vreshardTrace(t, 1_000_001)
+	lagging := indexOf(t, events, "lagging Copy", func(e vrEvent) bool { return e.Action == "Copy" && e.Lag })
+	next := lagging + 1 + indexOf(t, events[lagging+1:], "Copy", func(e vrEvent) bool { return e.Action == "Copy" })
+	changed := append([]vrEvent(nil), events...)
+	changed[lagging].Lag = false
+	got := validateTraces(t, "VitessReshardTrace", traceRun[vrEvent]{"unchanged", events, nil}, traceRun[vrEvent]{"caught-up", changed, nil})
+	require.Equal(t, []int{len(events), next}, got,
+		"want the unchanged trace explained and the one with Copy %d caught up stopped at the next Copy %d", lagging, next)
 }

@@ -14,7 +14,7 @@ const Spec = "VitessReshard"
 
 // The actions the machine emits.
 const (
-	ActStart    = "Start"    // a Start was accepted; keyspace, workflow, source, target
+	ActStart    = "Start"    // a Start was accepted; keyspace, workflow, source, target, max_lag_ms
 	ActRefuse   = "Refuse"   // the start or the pre-flight refused; reason
 	ActInspect  = "Inspect"  // the pre-flight facts arrived; problems
 	ActMirror   = "Mirror"   // the record mirrors the serving partition; gen, version, layout
@@ -153,7 +153,7 @@ func (m *Machine) start(ctx *machine.Ctx, in Start) {
 		return
 	}
 	ctx.Emit(Spec, ActStart, machine.S("keyspace", m.ks()), machine.S("workflow", in.Workflow),
-		machine.S("source", list(in.Source)), machine.S("target", list(in.Target)))
+		machine.S("source", list(in.Source)), machine.S("target", list(in.Target)), machine.I("max_lag_ms", in.Options.MaxLagMs))
 	m.enter(ctx, stInspect)
 }
 
