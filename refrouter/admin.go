@@ -255,13 +255,32 @@ func (s *Server) showTasks(ctx context.Context) (table, error) {
 	if err != nil {
 		return t, err
 	}
-	now := time.Now()
+	t.rows = taskRows(tasks, time.Now())
+	return t, nil
+}
+
+// taskRows are the rows of SHOW TASKS listing tasks as of now, in PgDog's shape: each root
+// row, followed for a copy by the subtask row of its replication.
+func taskRows(tasks []adapters.Task, now time.Time) [][]*string {
+	var rows [][]*string
 	for _, k := range tasks {
 		start := now.Add(-k.Elapsed).UTC().Format(time.RFC3339)
-		t.rows = append(t.rows, []*string{cell(strconv.FormatInt(k.ID, 10)), cell("root"), cell(k.Kind), cell(k.Status), cell(k.InnerStatus),
+		rows = append(rows, []*string{cell(strconv.FormatInt(k.ID, 10)), cell("root"), cell(k.Kind), cell(k.Status), cell(k.InnerStatus),
 			cell(start), cell(start), cell(k.Elapsed.String()), cell(strconv.FormatInt(k.Elapsed.Milliseconds(), 10))})
+		// PgDog lists a copy's stages as subtask rows after its root row, and a CUTOVER is
+		// accepted only once the "replication" one runs (adapters/pgdog RootTasks reads a
+		// root that says "replicating" without it as still setting up). The stand-in's
+		// copy streams as soon as it replicates, so it lists that row from then on.
+		if pair, ok := strings.CutPrefix(k.Kind, "reshard "); ok && (k.InnerStatus == "replicating" || k.Status == "finished") {
+			status := "finished"
+			if k.Status == "running" {
+				status = "running"
+			}
+			rows = append(rows, []*string{nil, cell("subtask"), cell("replication " + pair), cell(status), cell("replicating"),
+				cell(start), cell(start), cell(k.Elapsed.String()), cell(strconv.FormatInt(k.Elapsed.Milliseconds(), 10))})
+		}
 	}
-	return t, nil
+	return rows
 }
 
 // showSlots lists one row per task of the resharding stand-in, named by the task's slot

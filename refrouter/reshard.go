@@ -76,12 +76,17 @@ type Resharder struct {
 
 var _ adapters.Resharder = (*Resharder)(nil)
 
-// listedKind is the task's type as SHOW TASKS lists it, as PgDog 9918e963 does: a COPY_DATA
-// is "reshard <source> -> <destination>" (what the cutover machine recognises its own copy
-// by after a restart, cutover.CopyOf), a stream the stand-in starts itself "replication".
+// listedKind is the task's type as SHOW TASKS lists its root row, as PgDog 9918e963 does
+// (adapters/pgdog/testdata/transcript-pg16.json): a COPY_DATA is "reshard <source> ->
+// <destination>" (what the cutover machine recognises its own copy by after a restart,
+// cutover.CopyOf), the stream back a CUTOVER starts "replication <source> ->
+// <destination> (reverse)", named by the databases of the copy it reverses.
 func (t *streamTask) listedKind() string {
-	if t.kind == "copy_data" {
+	switch t.kind {
+	case "copy_data":
 		return "reshard " + t.fromDB + " -> " + t.toDB
+	case "replication":
+		return "replication " + t.fromDB + " -> " + t.toDB + " (reverse)"
 	}
 	return t.kind
 }
