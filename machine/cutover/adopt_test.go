@@ -91,3 +91,20 @@ func TestAdoptAmongOtherCopies(t *testing.T) {
 	t.Logf("%d of 300 seeds listed d's tasks to adopt the copy", adopted)
 	require.NotZero(t, adopted)
 }
+
+// TestStreamIsTheCutoversOwn is the necessity world of taking for the reverse stream only a
+// task that names this copy's databases: another database's copy starts on d at the forward
+// CUTOVER, so the listing that resolves it shows that copy newer than the stream the
+// CUTOVER started. Taken for the stream (StreamOfAnyDatabase), it is stopped at finalize, or
+// cut over by a Reverse; the machine takes its own stream, and stops or reverses that.
+func TestStreamIsTheCutoversOwn(t *testing.T) {
+	other := func(w *world) { w.otherLate = true }
+	for _, decision := range []cutover.Input{cutover.Finalize{}, cutover.Reverse{}} {
+		done, violations, _, _ := reliableWith(t, worldRun{decision: decision, setup: other})
+		require.Empty(t, violations, "%T", decision)
+		require.Contains(t, []cutover.Outcome{cutover.Finalized, cutover.Reversed}, done.Outcome, "%T", decision)
+
+		_, violations, _, _ = reliableWith(t, worldRun{decision: decision, setup: other, mutants: cutover.Mutants{StreamOfAnyDatabase: true}})
+		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%T", decision)
+	}
+}

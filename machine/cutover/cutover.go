@@ -1119,7 +1119,7 @@ func (m *Machine) check(ctx *machine.Ctx, i int, tasks []Task) {
 		switch {
 		case known.Set && t.ID == known.ID:
 			alive = t.State.active()
-		case !known.Set && t.ID > m.cutTask().ID && t.State.active() && (!alive || t.ID > stream.ID):
+		case !known.Set && t.ID > m.cutTask().ID && t.State.active() && m.mayBeStream(t) && (!alive || t.ID > stream.ID):
 			stream, alive = some(t.ID), true
 		}
 	}
@@ -1161,7 +1161,7 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		switch {
 		case cut.Set && t.ID == cut.ID:
 			own = t
-		case t.ID > cut.ID && t.State.active() && (!stream.Set || t.ID > stream.ID):
+		case t.ID > cut.ID && t.State.active() && m.mayBeStream(t) && (!stream.Set || t.ID > stream.ID):
 			stream = some(t.ID) // the stream CUTOVER started (new shards to old)
 		}
 	}
@@ -1224,6 +1224,20 @@ func (m *Machine) onTasks(ctx *machine.Ctx, in TasksListed) {
 		}
 		m.undo(ctx, strings.TrimSpace("CUTOVER "+i64(cut.ID)+" on "+m.designated()+" failed: task is "+own.State.String()+" "+own.Detail))
 	}
+}
+
+// mayBeStream reports whether task t, newer than the one a CUTOVER cut, may be the stream
+// that CUTOVER started: PgDog lists every database's tasks together, so a newer active task
+// can be another database's copy or stream, and taken for this cutover's it would be
+// stopped at finalize, or cut over by a Reverse. A task whose Kind names this copy's
+// databases (StreamOf) may be; so may one whose lister says nothing (Kind ""), as before
+// SHOW TASKS's type was read.
+func (m *Machine) mayBeStream(t Task) bool {
+	if mu := m.s.Plan.Options.Mutants; t.Kind == "" || mu.StreamOfAnyDatabase || mu.AnyNewerStreamTakes {
+		return true
+	}
+	src, dst, ok := StreamOf(t.Kind)
+	return ok && src == m.db() && dst == destName(m.s.Origin)
 }
 
 // adopt picks up the copy a COPY_DATA sent before a restart started, or sends it again.

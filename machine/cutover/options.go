@@ -210,6 +210,14 @@ type Mutants struct {
 	// another database's copy started before the restart's listing: TestAdoptsOnlyItsCopy,
 	// TestMutantsTripInvariants; testdata/interaction/adopt.txt).
 	AdoptAnyTask bool
+	// StreamOfAnyDatabase takes the newest active task above the one CUTOVER cut for the
+	// stream it started, whatever database SHOW TASKS names it for, as the machine once
+	// did: another database's copy started on d after the CUTOVER is taken for the reverse
+	// stream, stopped at finalize or cut over by a Reverse. Trips "stops another database's
+	// replication task" and "cuts over another database's task" (the world model with
+	// another database's copy started at the CUTOVER: TestStreamIsTheCutoversOwn,
+	// TestMutantsTripInvariants).
+	StreamOfAnyDatabase bool
 }
 
 func (o Options) withDefaults() Options {

@@ -47,6 +47,7 @@ type runConfig struct {
 	firstTask  int64 // the first task id the designated PgDog hands out (0 after its start)
 	otherDB    bool  // another database on d runs a replication task (world.otherDB)
 	otherEarly bool  // with otherDB, it is a copy started right after this one's (world.otherEarly)
+	otherLate  bool  // another database's copy starts on d at the forward CUTOVER (world.otherLate)
 	slotLag    bool  // the copy's slot lag is shown while it syncs (world.slotLagSyncing)
 	stuckLag   bool  // the copy's lag never falls (world.stuckLag)
 	settle     int64 // Options.ReverseSettle; 0: the world's checkout_timeout
@@ -73,6 +74,7 @@ func run(c chooser, cfg runConfig) runResult {
 	w := newWorld(fixture(), names, d, cfg.firstTask)
 	w.otherDB, w.slotLagSyncing, w.stuckLag = cfg.otherDB, cfg.slotLag, cfg.stuckLag
 	w.otherEarly = cfg.otherDB && cfg.otherEarly
+	w.otherLate = cfg.otherLate
 	w.lag = int64(c.pick(3000, "lag"))
 	w.syncPolls = c.pick(3, "syncPolls")
 	if cfg.stuckLag {
@@ -288,6 +290,7 @@ func drawConfig(t *rapid.T) runConfig {
 		firstTask:  rapid.SampledFrom([]int64{0, 7}).Draw(t, "firstTask"),
 		otherDB:    rapid.Bool().Draw(t, "otherDB"),
 		otherEarly: rapid.Bool().Draw(t, "otherEarly"),
+		otherLate:  rapid.Bool().Draw(t, "otherLate"),
 		slotLag:    rapid.Bool().Draw(t, "slotLag"),
 	}
 }
@@ -375,12 +378,15 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"ReverseOpensAtOnce", cutover.Mutants{ReverseOpensAtOnce: true}, "with the shard index the dst layout gave it", 0, 0},
 		// Run where another database's copy starts on d right after this one's (its world).
 		{"AdoptAnyTask", cutover.Mutants{AdoptAnyTask: true}, "cuts over another database's task", 500, 200},
+		// Run where another database's copy starts on d at the forward CUTOVER (its world).
+		{"StreamOfAnyDatabase", cutover.Mutants{StreamOfAnyDatabase: true}, "another database's", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds, chaos := cmp.Or(tc.seeds, 20), cmp.Or(tc.chaos, 40)
 			for seed := range seeds {
 				cfg := runConfig{instances: 3, attempts: 2, chaos: chaos, mutants: tc.mutant, finalize: int(seed % 2)}
 				cfg.otherDB, cfg.otherEarly = tc.mutant.AdoptAnyTask, tc.mutant.AdoptAnyTask
+				cfg.otherLate = tc.mutant.StreamOfAnyDatabase
 				res := run(rngChooser{rand.New(rand.NewPCG(seed, 1))}, cfg)
 				for _, v := range res.violations {
 					if strings.Contains(v, tc.invariant) {

@@ -39,6 +39,23 @@ func CopyOf(kind string) (source, destination string, ok bool) {
 	return source, destination, true
 }
 
+// StreamOf reads the databases a replication stream carries between from its Kind: PgDog
+// names the stream a CUTOVER starts "replication <source> -> <destination> (reverse)",
+// named by the databases of the copy it reverses (admin/show_tasks.rs's root row type,
+// recorded in adapters/pgdog/testdata/transcript-pg16.json), and a stream of its own
+// "replication <source> -> <destination>". ok is false for any other task.
+func StreamOf(kind string) (source, destination string, ok bool) {
+	rest, ok := strings.CutPrefix(kind, "replication ")
+	if !ok {
+		return "", "", false
+	}
+	source, destination, ok = strings.Cut(strings.TrimSuffix(rest, " (reverse)"), " -> ")
+	if !ok || source == "" || destination == "" || strings.ContainsAny(source+destination, " ") {
+		return "", "", false
+	}
+	return source, destination, true
+}
+
 // TaskState is where a PgDog task is, reduced to what the cutover decides on.
 type TaskState uint8
 

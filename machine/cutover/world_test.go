@@ -101,7 +101,11 @@ type world struct {
 	// beside the copy, newer. kinds is SHOW TASKS's type column of every task (cutover.Task
 	// Kind); a task the world has none for is listed with "".
 	otherEarly bool
-	kinds      map[int64]string
+	// otherLate: the other database's task is a copy of its own started on d at this
+	// cutover's forward CUTOVER, so the listing that resolves it shows that copy newer than
+	// the stream the CUTOVER started (without otherDB's copy started at the first poll).
+	otherLate bool
+	kinds     map[int64]string
 	// slotLagSyncing: SHOW REPLICATION_SLOTS shows the copy's slot while the copy still
 	// syncs (PgDog creates it when COPY_DATA starts), with the lag it holds so far; without
 	// it the world reports an unknown lag (-1) until the task replicates.
@@ -421,7 +425,7 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		if fail != nil {
 			return cutover.CopyPolled{Step: c.Step, Err: fail}
 		}
-		if w.otherDB && w.otherTask == noTask {
+		if w.otherDB && !w.otherLate && w.otherTask == noTask {
 			w.startOther(cutover.TaskReplicating)
 		}
 		st := w.tasks[c.Task]
@@ -574,6 +578,9 @@ func (w *world) cutover(c cutover.Cutover) bool {
 	switch {
 	case c.Task == w.copyTask:
 		w.cut, w.stream = true, id
+		if w.otherLate && w.otherTask == noTask {
+			w.startOther(cutover.TaskReplicating)
+		}
 	case c.Task == w.stream:
 		w.rcut, w.restream = true, id
 	}

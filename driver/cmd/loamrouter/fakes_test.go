@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"loam.dev/router/adapters"
@@ -95,7 +96,8 @@ func (r fakeRouter) CopyData(ctx context.Context, source, destination, publicati
 	r.w.record("CopyData", r.id)
 	id := r.w.next
 	r.w.next++
-	r.w.tasks[id] = adapters.Task{ID: id, Kind: "copy", Status: "running", InnerStatus: "replicating"}
+	// SHOW TASKS's types as PgDog words them (cutover.CopyOf, cutover.StreamOf).
+	r.w.tasks[id] = adapters.Task{ID: id, Kind: "reshard " + source + " -> " + destination, Status: "running", InnerStatus: "replicating"}
 	return id, nil
 }
 func (r fakeRouter) Tasks(ctx context.Context) ([]adapters.Task, error) {
@@ -134,7 +136,11 @@ func (r fakeRouter) Cutover(ctx context.Context, task int64) error {
 	r.w.tasks[task] = t
 	rev := r.w.next
 	r.w.next++
-	r.w.tasks[rev] = adapters.Task{ID: rev, Kind: "replication", Status: "running", InnerStatus: "replicating"}
+	kind := t.Kind // the stream back of a reverse stream is named as that one is
+	if pair, ok := strings.CutPrefix(kind, "reshard "); ok {
+		kind = "replication " + pair + " (reverse)"
+	}
+	r.w.tasks[rev] = adapters.Task{ID: rev, Kind: kind, Status: "running", InnerStatus: "replicating"}
 	r.w.paused[r.id] = false // CUTOVER clears the instance's holds
 	return nil
 }
