@@ -112,7 +112,9 @@
 //     serves again, and Finalize or another Reverse may follow).
 //   - A CUTOVER that fails, or whose answer was lost, is never sent again blindly: the
 //     machine lists d's tasks. The copy task still waiting means it did not take (sent again
-//     up to Attempts); finished, or a newer stream, means it did; failed means roll back
+//     up to Attempts); finished, or a newer stream, means it did (a stream is a task SHOW
+//     TASKS names "replication <db> -> <dst> (reverse)", StreamOf: d lists other databases'
+//     tasks too); failed means roll back
 //     (and RELOAD d first, because a swap may have happened before the failure).
 //   - A daemon restart between any two steps: Restore the last Snapshot and feed
 //     Restarted; every command still unanswered is sent again with the same step id, and
