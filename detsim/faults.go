@@ -208,6 +208,20 @@ func (s *Sim) swarm(points []string) {
 	}
 }
 
+// force applies Config.Force.
+func (s *Sim) force(points []string, fs []FaultSetting) {
+	for _, f := range fs {
+		i, ok := catalogueIndex[f.Point]
+		if !ok || !slices.Contains(points, f.Point) {
+			panic(fmt.Sprintf("detsim: forced fault point %q is not one the scenario lists", f.Point))
+		}
+		s.faults[i] = faultState{}
+		if f.Prob > 0 {
+			s.faults[i] = faultState{enabled: true, prob: min(f.Prob, 1)}
+		}
+	}
+}
+
 func formatFaults(fs []FaultSetting) string {
 	if len(fs) == 0 {
 		return "none"

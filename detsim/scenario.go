@@ -79,6 +79,8 @@ type RunOptions struct {
 	TraceTo  io.Writer
 	// AllFaults enables every point the scenario lists instead of a random subset.
 	AllFaults bool
+	// Force sets listed points as given after the swarm's draw (see Config.Force).
+	Force []FaultSetting
 }
 
 // Result is what one run produced.
@@ -107,7 +109,7 @@ func (sc Scenario) Run(seed uint64, o RunOptions) Result {
 		panic(fmt.Sprintf("detsim: scenario %s has no mutant %q (it has %v)", sc.Name, o.Mutant, sc.Mutants))
 	}
 	s := New(Config{Scenario: sc.Name, Seed: seed, Points: sc.Points, Schedule: o.Schedule,
-		TraceTo: o.TraceTo, History: o.History, AllFaults: o.AllFaults})
+		TraceTo: o.TraceTo, History: o.History, AllFaults: o.AllFaults, Force: o.Force})
 	s.SetMutant(o.Mutant)
 	v := sc.World(s, o.Mutant)
 	return Result{

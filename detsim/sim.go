@@ -33,6 +33,12 @@ type Config struct {
 	History bool
 	// AllFaults enables every listed point instead of a random subset.
 	AllFaults bool
+	// Force sets each listed point after the swarm drew the others: enabled with its Prob
+	// (1 fires at every evaluation), or disabled when Prob is 0. The swarm's draws are the
+	// same as without it, so a seed run with a point forced is that seed's run with only
+	// the point's firings changed (and what follows from them). Each point must be one of
+	// Points. Tests use it to show a point matters: a mutant trips, a probe is reached.
+	Force []FaultSetting
 }
 
 // Sim is one simulated run: a clock, a queue of events, the one random source that decides
@@ -106,6 +112,7 @@ func New(cfg Config) *Sim {
 	}
 	s.forceAll = s.forceAll || cfg.AllFaults
 	s.swarm(cfg.Points)
+	s.force(cfg.Points, cfg.Force)
 	s.opts.Faults = s.Enabled()
 	s.Net = newNetwork(s, s.opts.Net)
 	return s

@@ -247,6 +247,37 @@ func TestHealStopsFaults(t *testing.T) {
 	}
 }
 
+// TestForceSetsPointsAfterTheSwarm: a forced point fires at every evaluation (Prob 1) or
+// never (Prob 0), whatever the swarm drew for it, and the swarm's draws for the others and
+// the network's options are those of the same seed unforced.
+func TestForceSetsPointsAfterTheSwarm(t *testing.T) {
+	points := []string{"net.drop", "net.duplicate", "net.slow", "ctl.reply.late"}
+	for seed := uint64(1); seed <= 20; seed++ {
+		plain := detsim.New(detsim.Config{Seed: seed, Points: points})
+		on := detsim.New(detsim.Config{Seed: seed, Points: points, Force: []detsim.FaultSetting{{Point: "ctl.reply.late", Prob: 1}}})
+		off := detsim.New(detsim.Config{Seed: seed, Points: points, Force: []detsim.FaultSetting{{Point: "ctl.reply.late", Prob: 0}}})
+		require.Equal(t, plain.Options().Net, on.Options().Net)
+		others := func(s *detsim.Sim) []detsim.FaultSetting {
+			var out []detsim.FaultSetting
+			for _, f := range s.Enabled() {
+				if f.Point != "ctl.reply.late" {
+					out = append(out, f)
+				}
+			}
+			return out
+		}
+		require.Equal(t, others(plain), others(on))
+		require.Equal(t, others(plain), others(off))
+		for range 10 {
+			require.True(t, on.Fault("ctl.reply.late"))
+			require.False(t, off.Fault("ctl.reply.late"))
+		}
+	}
+	require.Panics(t, func() {
+		detsim.New(detsim.Config{Seed: 1, Points: points, Force: []detsim.FaultSetting{{Point: "pgdog.crash", Prob: 1}}})
+	})
+}
+
 func TestCatalogueIsDocumented(t *testing.T) {
 	for _, p := range detsim.Catalogue {
 		require.NotEmpty(t, p.Where, p.Name)
