@@ -61,6 +61,9 @@ var Catalogue = []Point{
 	{Name: "backend.restart", Nemesis: true, Base: 0.03, Where: "model.Backend via nemesis",
 		What: "a backend restarts: every session ends (57P01), in-flight requests are indeterminate, prepared transactions survive"},
 
+	{Name: "backend.fence.fail_slow", Base: 0.2, Where: "scenario cutover's executor, at the cutover's first Fence (cutoverRun.fenceFault)",
+		What: "one shard's fence fails for good (every Fence of it answers 42501, nothing applied: the fencing role lacks the privilege there) while a source shard's fence is slow (its server applies each Fence 1.5 retry intervals to 1.5 call timeouts after it arrives, unless the call failed first, Settled: some attempts answer late, some time out and are retried): the fence stage fails, and the rollback must not unfence the slow shard while an attempt of its Fence may still land"},
+
 	// 2PC coordinator (model/coordinator.go).
 	{Name: "coord.crash.after_prepare", Base: 0.1, Where: "model.Coordinator, after every PREPARE answered",
 		What: "the coordinator's instance crashes between prepare and the decision: the transaction stays prepared until recovery"},
@@ -72,6 +75,12 @@ var Catalogue = []Point{
 	// Vitess control (model/vtctld.go).
 	{Name: "vtctld.reparent.fail", Base: 0.2, Where: "model.Vtctld.TabletExternallyReparented",
 		What: "vtctld answers Unavailable without reparenting (its topology server timed out); the caller retries"},
+
+	// Workload (scenario executors).
+	{Name: "writes.heavy", Base: 0.2, Where: "scenario cutover's executor, at the cutover's first COPY_DATA (cutoverRun.heavyWrites); scenario vreshard, when the world is built (backing param heavy_writes)",
+		What: "heavy writes: cutover, a burst of 100 to 300 client writes (one every 2 ms, through the instances in turn) from the COPY_DATA on, on replication streams of 50 changes/s, so the first catch-up polls show a large lag; vreshard, the streams lag by 10 to 25 s when the copy ends (as heavy_writes=1)"},
+	{Name: "pgdog.held", Base: 0.2, Where: "scenario cutover's world when built, opened by its executor at the cutover's first Pause (cutoverRun.holdStatements); cutover-windows' window held is the same every run",
+		What: "an instance other than the designated one refuses every PAUSE (53300: admin connections exhausted), so the cutover goes on with it missed, and its links to the source shards hold each statement for up to 3/4 of the call timeout (after the heal too), three clients writing through it until the cutover is done; a machine finalizing on its own does so as soon as every instance resumed: a statement it sent just before its RELOAD is still travelling when finalize opens the source, past a grace shorter than the call timeout"},
 
 	// Pods using the fenced session directory (scenario fencing).
 	{Name: "pod.restart", Nemesis: true, Base: 0.05, Where: "scenario fencing via nemesis",
@@ -86,7 +95,7 @@ var Catalogue = []Point{
 	// The controller (the daemon running the machines; scenario executors).
 	{Name: "ctl.restart", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller restarts: each machine is restored from its last snapshot and fed Restarted; replies in flight are lost"},
-	{Name: "ctl.reply.late", Base: 0.1, Where: "scenario cutover-windows, every answer the cutover's executor feeds back",
+	{Name: "ctl.reply.late", Base: 0.1, Where: "scenarios cutover and cutover-windows (window late), every failed answer the cutover's executor feeds back (lateReplies)",
 		What: "the answer reaches the machine a second time, 10 ms to 2 s later (a transport that delivers twice, a timed-out call's answer turning up) while a retry of its step may be in flight"},
 	{Name: "clock.jump", Nemesis: true, Base: 0.02, Where: "detsim.Runner via nemesis",
 		What: "the controller's wall clock jumps forward by up to 5 minutes (machines see it in ctx.Now; timers already set keep their time, as Go's monotonic timers do, until a restart sets them again on the jumped clock)"},

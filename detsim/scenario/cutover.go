@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
+	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
@@ -31,14 +34,16 @@ import (
 // faults heal.
 var Cutover = detsim.Scenario{
 	Name:   "cutover",
-	Points: cutoverPoints,
+	Points: append(slices.Clone(cutoverPoints), cutoverWindowPoints...),
 	Probes: []string{"fault:pgdog.cutover.crash", "model.cutover.crash.before_swap", "model.cutover.crash.after_swap",
 		"fault:pgdog.cutover.fail_after_swap", "model.cutover.fail.after_swap", "designated.crash.after_swap",
 		"fault:net.drop", "fault:net.duplicate", "fault:net.partition", "fault:net.slow", "fault:net.reset",
 		"fault:pgdog.crash", "fault:pgdog.reload.after_parse", "fault:backend.restart", "fault:store.cas.conflict",
 		"fault:files.write.fail", "fault:ctl.restart", "fault:clock.jump", "model.copy.failed", "cutover.alert",
 		"cutover.finalized", "cutover.rolled_back", "cutover.reversed", "Cutover.Rollback", "Cutover.Reverse",
-		"Cutover.Restart", "Cutover.Resolve", "model.cutover.rollback", "rolled_back.after_swap", "cutover.check.restarted"},
+		"Cutover.Restart", "Cutover.Resolve", "model.cutover.rollback", "rolled_back.after_swap", "cutover.check.restarted",
+		"fault:backend.fence.fail_slow", "fence.fail_slow.rolled_back", "fault:writes.heavy", "cutover.lag.gated",
+		"fault:pgdog.held", "held.missed", "fault:ctl.reply.late"},
 	Mutants: []string{MutantSkipFence, MutantUnfencedDestination, MutantPublishBeforeCutover, MutantResumeBeforePublish,
 		MutantFilesBeforePublish, MutantReverseReusesGeneration, MutantAckEarly, MutantLeakyFence,
 		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
@@ -55,6 +60,14 @@ var cutoverPoints = []string{"net.drop", "net.duplicate", "net.partition", "net.
 	"pgdog.crash", "pgdog.reload.after_parse", "pgdog.cutover.crash", "pgdog.cutover.fail_after_swap",
 	"backend.restart", "store.cas.conflict", "files.write.fail", "ctl.restart", "clock.jump"}
 
+// cutoverWindowPoints are the points the cutover's executor evaluates to open, in a run of
+// the cutover scenario, one of the windows its worlds open every run (issue 20): a fence
+// failing for good beside a slow one, heavy writes as the copy starts, an instance the
+// pause missed with its statements held on their way to the source, answers of earlier
+// attempts fed again late. The window worlds (cutover-drain, cutover-windows) open their
+// own and do not evaluate these (cutover-windows lists ctl.reply.late for its window late).
+var cutoverWindowPoints = []string{"backend.fence.fail_slow", "writes.heavy", "pgdog.held", "ctl.reply.late"}
+
 // CutoverCrash is the cutover's second tiny configuration for exhaustive mode, where the
 // simulator once found acknowledged writes lost: one client writing through the designated
 // instance, and the crash of an instance. The designated instance crashing between its
@@ -64,7 +77,7 @@ var cutoverPoints = []string{"net.drop", "net.duplicate", "net.partition", "net.
 // the rollback serves. Its World is Cutover's, so seeds and mutants run the same.
 var CutoverCrash = detsim.Scenario{
 	Name:        "cutover-crash",
-	Points:      cutoverPoints,
+	Points:      Cutover.Points,
 	Mutants:     Cutover.Mutants,
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny2,
@@ -181,6 +194,15 @@ type cutoverRun struct {
 	// run is (cutover_worlds.go).
 	decision int
 	w        *cutoverWindow
+	// src and dst are the layouts' backends, retry the machine's RetryAfter.
+	src, dst []shardmap.Backend
+	retry    int64
+	// The cutover scenario's window points (cutoverWindowPoints), each evaluated once, at
+	// the first command it is about: the shards whose fence fails for good and is slow
+	// (hosts), and the instance whose PAUSE is refused.
+	fenceDrawn, heavyDrawn, held bool
+	fenceBroken, fenceSlow       string
+	stuck                        *model.Router
 }
 
 func hostCutover(d *daemon) *cutoverRun {
@@ -260,6 +282,8 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 		if back = c.w.feedback(c, back); c.w.intercept != nil && c.w.intercept(cmd, back) {
 			return
 		}
+	} else {
+		back = lateReplies(s, c.retry, back)
 	}
 	reply := func(step string) func(any, error) {
 		return func(_ any, err error) { back(cutover.Reply{Step: step, Err: err}) }
@@ -275,6 +299,7 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 				back(in)
 			})
 	case cutover.CopyData:
+		c.heavyWrites()
 		r := f.router(x.Instance)
 		s.Net.Call(ctl, r.Node, "copy_data", 0,
 			func(rep detsim.Reply) { id, err := r.CopyData(x.Source, x.Destination, x.Slot); rep(id, err) },
@@ -327,6 +352,11 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 				back(in)
 			})
 	case cutover.Pause:
+		if c.holdStatements(); c.stuck != nil && x.Instance == c.stuck.ID {
+			s.Probe("held.missed")
+			refuseAdmin(s, x.Instance, "Pause", func(err error) { back(cutover.Reply{Step: x.Step, Err: err}) })
+			return
+		}
 		r := f.router(x.Instance)
 		// Holds are not duplicated (one admin command on one connection), but one that
 		// timed out can still land late: a late RESUME after the reverse PAUSE is the
@@ -339,8 +369,31 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			func(rep detsim.Reply) { rep(nil, r.Resume(x.Database)) }, reply(x.Step))
 	case cutover.Fence:
 		b := f.dir[x.Backend.Host]
-		s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
-			func(rep detsim.Reply) { rep(nil, b.FenceWrites(x.Role)) }, reply(x.Step))
+		switch c.fenceFault(); x.Backend.Host {
+		case c.fenceBroken:
+			s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
+				func(rep detsim.Reply) {
+					rep(nil, &adapters.BackendError{Backend: b.Name, Op: "FenceWrites", Code: "42501",
+						Err: fmt.Errorf("permission denied to alter role %q", x.Role)})
+				}, reply(x.Step))
+		case c.fenceSlow:
+			// Applied late, but never after the call failed (Settled): a timeout or a
+			// reset first, or the controller or the server restarting, and it is dropped.
+			settled, ctlInc, bInc := false, s.Net.Incarnation(ctl), s.Net.Incarnation(b.Node)
+			wait := s.Between(3*c.retry/2+1, max(3*c.retry/2+1, 3*s.Options().Net.CallTimeout/2))
+			s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
+				func(rep detsim.Reply) {
+					s.After(wait, detsim.Label{Kind: "fence-slow", To: b.Name, What: x.Shard}, func() {
+						if settled || s.Net.Incarnation(ctl) != ctlInc || s.Net.Incarnation(b.Node) != bInc {
+							return
+						}
+						rep(nil, b.FenceWrites(x.Role))
+					})
+				}, func(v any, err error) { settled = true; reply(x.Step)(v, err) })
+		default:
+			s.Net.Call(ctl, b.Node, "fence", detsim.Settled,
+				func(rep detsim.Reply) { rep(nil, b.FenceWrites(x.Role)) }, reply(x.Step))
+		}
 	case cutover.Unfence:
 		b := f.dir[x.Backend.Host]
 		s.Net.Call(ctl, b.Node, "unfence", detsim.Settled,
@@ -377,6 +430,9 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			s.Probe("cutover." + x.Outcome.String())
 			if x.Outcome == cutover.RolledBack && swapped(f.router(c.designated)) {
 				s.Probe("rolled_back.after_swap") // the path that once lost writes
+			}
+			if x.Outcome == cutover.RolledBack && c.fenceBroken != "" && strings.HasPrefix(x.Reason, "fence failed on shard") {
+				s.Probe("fence.fail_slow.rolled_back")
 			}
 			if d.latest != nil {
 				d.pushRecord(f.store.Current(dbRef).Clone()) // the daemon takes over again
@@ -419,6 +475,7 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 	f.crashes()
 	d := newDaemon(f, configpush.Options{}, false)
 	c := hostCutover(d)
+	c.src, c.dst = src, dst
 	d.busy = func() bool { return c.started != 0 && c.done == nil }
 	d.start()
 
@@ -445,15 +502,23 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 	}
 	mutantOptions()
 	decision := s.Param("decision", s.Intn(3)) // 0: the machine finalizes on its own; 1: the operator finalizes; 2: the operator reverses
+	// Fault pgdog.held (see holdStatements): the machine finalizing on its own does so as
+	// soon as every instance has resumed, as in cutover-windows' window held, so the source
+	// may open while a statement the missed instance sent before its RELOAD travels.
+	held := w == nil && s.Fault("pgdog.held")
 	if decision == 0 {
-		opts.FinalizeAfter = int64(s.Param("finalize_after_ms", int(s.Between(1000, 10_000))))
+		after := int(s.Between(1000, 10_000))
+		if held {
+			after = 1
+		}
+		opts.FinalizeAfter = int64(s.Param("finalize_after_ms", after))
 	}
 	if w != nil && w.options != nil {
 		w.options(&opts, decision)
 		mutantOptions()
 	}
 	designated := f.routers[s.Param("designated", s.Intn(len(f.routers)))].ID
-	c.designated, c.decision, c.w = designated, decision, w
+	c.designated, c.decision, c.w, c.retry, c.held = designated, decision, w, opts.RetryAfter, held
 	if w != nil && w.setup != nil {
 		w.setup(f, c)
 	}
@@ -462,9 +527,19 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 			s.Probe("designated.crash.after_swap")
 		}
 	}
+	gate := opts.LagThreshold
+	if gate <= 0 {
+		gate = 1_000_000 // cutover.Options' default
+	}
 	s.OnSpec(func(e machine.SpecEvent) {
 		if v, ok := e.Get("restarted"); ok && e.Spec == cutover.Spec && e.Action == "Check" && v.Bool() {
 			s.Probe("cutover.check.restarted") // d lost its reverse stream: reloaded after the resume
+		}
+		if e.Spec == cutover.Spec && e.Action == "Poll" {
+			st, _ := e.Get("task")
+			if lag, _ := e.Get("lag"); st.Str() == cutover.TaskReplicating.String() && lag.Int() > gate {
+				s.Probe("cutover.lag.gated") // the catch-up gate holds the machine: the stream lags
+			}
 		}
 	})
 	plan := cutover.Plan{Designated: designated, Instances: f.routerIDs(), Role: appRole, Publication: "pub_app", Options: opts}

@@ -223,23 +223,9 @@ func heldWindow(s *detsim.Sim) *cutoverWindow {
 		}
 	}
 	w.setup = func(f *fleet, c *cutoverRun) {
+		// As fault pgdog.held in the cutover scenario, from the start and every run.
 		i := (routerIndex(f, c.designated) + 1 + s.Intn(len(f.routers)-1)) % len(f.routers)
-		stuck = f.routers[i]
-		// Slow enough that a statement is still travelling for a few of the controller's
-		// round trips, not so slow that it outlives the call timeout (then it is dropped,
-		// or refused on a session the fence ended).
-		net := s.Options().Net
-		slow := s.Between(10, max(10, 3*net.CallTimeout/(4*max(net.DelayMax, 1))))
-		hold := func() {
-			for _, b := range f.order[:len(f.order)/2] { // the source shards
-				s.Net.Slow(stuck.Node, b.Node, slow)
-			}
-		}
-		hold()
-		s.OnHeal(hold) // the statements are held after the faults heal too
-		for k := range 3 {
-			closedLoop(f, c, i, "held"+strconv.Itoa(k), int64(20_000+10_000*k), 0)
-		}
+		stuck = holdLinks(f, c, i)
 		if !graceRestart {
 			return
 		}
@@ -396,15 +382,7 @@ func lateWindow(s *detsim.Sim) *cutoverWindow {
 			s.Net.Slow(c.d.ctl.Node, b.Node, slow)
 		}
 	}
-	w.answers = func(back func(cutover.Input), in cutover.Input) {
-		back(in)
-		if answerErr(in) != nil && s.Fault("ctl.reply.late") {
-			// Late enough that the step's next attempt (RetryAfter and its jitter later)
-			// is out.
-			at := 3*retry/2 + s.Between(10, s.Options().Net.CallTimeout/2)
-			s.After(at, detsim.Label{Kind: "reply", What: "late"}, func() { back(in) })
-		}
-	}
+	w.answers = func(back func(cutover.Input), in cutover.Input) { lateReplies(s, retry, back)(in) }
 	return w
 }
 

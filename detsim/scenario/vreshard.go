@@ -54,8 +54,8 @@ const (
 // restarts (the machine restored from its snapshot) and store conflicts.
 var VReshard = detsim.Scenario{
 	Name:    "vreshard",
-	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart"},
-	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold", "vreshard.lag_wait"},
+	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart", "writes.heavy"},
+	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "fault:writes.heavy", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold", "vreshard.lag_wait"},
 	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold, MutantVReshardIgnoreLag},
 	World:   vreshardWorld,
 }
@@ -84,7 +84,12 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	r.storeNode = s.Net.AddNode("store")
 	r.vt = model.NewWorkflows(s, "vtctld", db, []string{"0"}, []string{"-80", "80-"})
 	r.vt.CopyPolls = s.Param("copy_polls", 1+s.Intn(4))
-	if s.Param("heavy_writes", s.Intn(2)) == 1 {
+	// Heavy writes in half the seeds, and wherever the swarm turns writes.heavy on.
+	heavy := s.Intn(2)
+	if s.Fault("writes.heavy") {
+		heavy = 1
+	}
+	if s.Param("heavy_writes", heavy) == 1 {
 		r.vt.Backlog, r.vt.Drain = int64(s.Param("backlog_ms", 10_000+s.Intn(15_001))), int64(s.Param("drain_ms", 500+s.Intn(501)))
 	}
 	rec, err := shardmap.NewVindex(db, shardmap.Key{Column: "id", Type: shardmap.Bigint}, shardmap.VindexHash,
