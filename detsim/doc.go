@@ -33,7 +33,10 @@
 // Models call Fault(s, "name") where the Catalogue says; each run enables a random subset of
 // the scenario's points, each with its own probability (swarm testing), and nemesis points
 // (crashes, partitions, restarts) are evaluated on a periodic tick until the fault window
-// closes. Then the run heals and a quiet period lets the system converge.
+// closes. Then the run heals and a quiet period lets the system converge. Config.Force
+// (RunOptions.Force) sets chosen points on or off after the swarm's draw, the rest of the
+// seed's run as it was: a test shows a point matters by a mutant it makes trip, or a probe
+// of the window it opens, on the same seeds.
 //
 // # Trace hash, replay, shrinking
 //

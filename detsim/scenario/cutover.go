@@ -26,12 +26,15 @@ import (
 // swap and the end), CUTOVER crashes before or after its swap or fails after it (PgDog
 // keeps the swap when saving the config fails), reloads fail, backends restart, the store
 // answers conflicts, the files target refuses writes, the daemon restarts and its clock
-// jumps, links partition. The operator finalizes, reverses, or lets the machine finalize
-// on its own. Checked: no acknowledged write lost, snapshot isolation per shard without
-// stale reads, no write accepted by one layout after the other began serving (unless the
-// other was fenced in between), generations only increase and files only for published
-// ones, released instances route to writable shards, and every instance converges once
-// faults heal.
+// jumps, links partition; and, as fault points the swarm turns on (cutoverWindowPoints,
+// cutover_points.go), windows those faults make rare: one shard's fence failing for good
+// beside a slow one, heavy writes as the copy starts, an instance the pause missed with its
+// statements held on their way to the source, failed answers fed again late. The operator
+// finalizes, reverses, or lets the machine finalize on its own. Checked: no acknowledged
+// write lost, snapshot isolation per shard without stale reads, no write accepted by one
+// layout after the other began serving (unless the other was fenced in between),
+// generations only increase and files only for published ones, released instances route
+// to writable shards, and every instance converges once faults heal.
 var Cutover = detsim.Scenario{
 	Name:   "cutover",
 	Points: append(slices.Clone(cutoverPoints), cutoverWindowPoints...),

@@ -140,7 +140,8 @@ type Mutants struct {
 	// "left paused" (testdata/interaction/mutants.txt, TestMutantsTripInvariants), and, in
 	// the world where a timed-out Fence's retry lands after the rollback's Unfence,
 	// "resumed while shard ... is fenced" and a rolled-back source shard left fenced
-	// (TestRetryHasItsOwnStep).
+	// (TestRetryHasItsOwnStep); released-writable in the simulator's cutover scenario
+	// (faults backend.fence.fail_slow and ctl.reply.late).
 	RetryReusesStep bool
 	// SkipDrain sends CUTOVER without a drain (Cutover.Drain empty), as the machine once
 	// did, trusting PgDog's own wait before its swap, which reads a lag refreshed once a
