@@ -312,3 +312,27 @@ func TestTraceValidationCrossShard(t *testing.T) {
 	}
 	t.Logf("CrossShardCommitTrace: %d seeds (%v), %d transactions, %d events", len(seeds), seeds, len(runs), total)
 }
+
+// TestTraceValidationCrossShardRejects: the projection of bank seed 13070722's stuck
+// transaction (its PREPARE landed after its coordinator restarted) with one event changed
+// (the stuck alert reported as its coordinator gone, while the roster lists it) or one moved
+// earlier (the alert before the Roster of its round) is rejected at the index of that event,
+// and the unchanged projection passes.
+func TestTraceValidationCrossShardRejects(t *testing.T) {
+	txns, projs := crossshardTraces(t, 13070722)
+	i := slices.IndexFunc(projs, func(evs []csEvent) bool {
+		return slices.ContainsFunc(evs, func(e csEvent) bool { return e.Action == indoubt.ActAlert && e.Reason == "stuck" })
+	})
+	require.GreaterOrEqual(t, i, 0, "no transaction alerted as stuck in %v", txns)
+	events := projs[i]
+	alert := indexOf(t, events, "stuck Alert", func(e csEvent) bool { return e.Action == indoubt.ActAlert && e.Reason == "stuck" })
+	roster := alert - 1
+	require.Equal(t, indoubt.ActRoster, events[roster].Action)
+	changed := append([]csEvent(nil), events...)
+	changed[alert].Reason = "gone"
+	moved := moveEarlier(events, alert, roster)
+	got := validateTraces(t, "CrossShardCommitTrace", traceRun[csEvent]{"unchanged", events, nil},
+		traceRun[csEvent]{"changed", changed, nil}, traceRun[csEvent]{"moved", moved, nil})
+	require.Equal(t, []int{len(events), alert, roster}, got,
+		"want the unchanged projection explained, the changed one stopped at its Alert %d, the one with the Alert moved before its Roster at %d", alert, roster)
+}
