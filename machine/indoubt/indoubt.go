@@ -104,11 +104,53 @@ func (m *Monitor) prepared(ctx *machine.Ctx, r Prepared) {
 	} else {
 		sh.Xacts = seen(sh.Xacts, r.Xacts, ctx.Now)
 		sh.Scanned, sh.Failures, sh.Err = true, 0, ""
-		ctx.Emit(Spec, ActScan, append(fs, machine.I("prepared", int64(len(sh.Xacts))))...)
+		ctx.Emit(Spec, ActScan, append(fs, machine.I("prepared", int64(len(sh.Xacts))), machine.S("xacts", xactsField(sh.Xacts)))...)
 	}
 	if m.allIn() {
 		m.closeRound(ctx)
 	}
+}
+
+// xactsField is a scan's transactions for its SpecEvent, "gid@origin,...": each gid and the
+// time the monitor ages it from (its prepare time, or its first scan when the shard does not
+// say). Trace validation (spec/crossshard_trace_test.go) reads each transaction's branches
+// and ages from it.
+func xactsField(xs []Seen) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		origin := x.Prepared
+		if origin == 0 {
+			origin = x.FirstSeen
+		}
+		b.WriteString(x.GID + "@" + strconv.FormatInt(origin, 10))
+	}
+	return b.String()
+}
+
+// procsField is a roster for its SpecEvent, "id@started,...".
+func procsField(ps []Process) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.ID + "@" + strconv.FormatInt(p.Started, 10))
+	}
+	return b.String()
+}
+
+// gidsField is an alert's branches for its SpecEvent, "gid,...", in the alert's order.
+func gidsField(txns []Txn) string {
+	var gids []string
+	for _, t := range txns {
+		for _, p := range t.Parts {
+			gids = append(gids, p.GID)
+		}
+	}
+	return strings.Join(gids, ",")
 }
 
 // seen returns the scanned transactions sorted by gid, keeping when each was first seen.
@@ -139,7 +181,7 @@ func (m *Monitor) roster(ctx *machine.Ctx, r Roster) {
 		slices.SortFunc(ps, func(a, b Process) int { return strings.Compare(a.ID, b.ID) })
 		ro.Processes = slices.CompactFunc(ps, func(a, b Process) bool { return a.ID == b.ID })
 		ro.Fresh = true
-		ctx.Emit(Spec, ActRoster, append(fs, machine.I("instances", int64(len(ro.Processes))))...)
+		ctx.Emit(Spec, ActRoster, append(fs, machine.I("instances", int64(len(ro.Processes))), machine.S("procs", procsField(ro.Processes)))...)
 	}
 	if m.allIn() {
 		m.closeRound(ctx)
@@ -296,7 +338,7 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 		}
 		if !existed || !reflect.DeepEqual(prev, *a) {
 			a.Step = m.roundPrefix() + "alert/" + id
-			ctx.Emit(Spec, ActAlert, machine.S("id", id), machine.S("reason", string(a.Reason)), machine.I("txns", int64(len(a.Txns))))
+			ctx.Emit(Spec, ActAlert, machine.S("id", id), machine.S("reason", string(a.Reason)), machine.I("txns", int64(len(a.Txns))), machine.S("gids", gidsField(a.Txns)))
 		}
 		next = append(next, *a)
 	}

@@ -13,12 +13,13 @@ const (
 	// ActRound: a scan round started; fields round, shards.
 	ActRound = "MonitorRound"
 	// ActScan: one shard's prepared transactions arrived (or did not); fields round, shard,
-	// ok, and prepared (how many) or err.
+	// ok, and prepared (how many) and xacts ("gid@origin,...": what it aged each from) or err.
 	ActScan = "MonitorScan"
 	// ActRoster: the live coordinator processes arrived (or did not); fields round, ok, and
-	// instances or err.
+	// instances and procs ("id@started,...") or err.
 	ActRoster = "MonitorRoster"
-	// ActAlert: an alert was raised or its content changed; fields id, reason, txns.
+	// ActAlert: an alert was raised or its content changed; fields id, reason, txns (how
+	// many) and gids (its branches, "gid,...").
 	ActAlert = "MonitorAlert"
 	// ActClear: an alert's cause went away; fields id.
 	ActClear = "MonitorClear"
