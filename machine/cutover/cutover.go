@@ -1236,8 +1236,11 @@ func (m *Machine) mayBeStream(t Task) bool {
 	if mu := m.s.Plan.Options.Mutants; t.Kind == "" || mu.StreamOfAnyDatabase || mu.AnyNewerStreamTakes {
 		return true
 	}
+	// Either way round: PgDog names the stream back by the copy it reverses (recorded), and
+	// a name from the stream's own source is this copy's too.
 	src, dst, ok := StreamOf(t.Kind)
-	return ok && src == m.db() && dst == destName(m.s.Origin)
+	db, d := m.db(), destName(m.s.Origin)
+	return ok && (src == db && dst == d || src == d && dst == db)
 }
 
 // adopt picks up the copy a COPY_DATA sent before a restart started, or sends it again.

@@ -142,3 +142,51 @@ func TestSnapshotTaskIDs(t *testing.T) {
 		require.Error(t, json.Unmarshal([]byte(with(bad)), &s), "%v", bad)
 	}
 }
+
+// TestTaskKinds: the SHOW TASKS types PgDog gives a copy and a stream (recorded in
+// adapters/pgdog/testdata/transcript-pg16.json) name their databases; nothing else does.
+func TestTaskKinds(t *testing.T) {
+	for _, tc := range []struct {
+		kind             string
+		copySrc, copyDst string // CopyOf, "" when not a copy
+		strSrc, strDst   string // StreamOf, "" when not a stream
+	}{
+		{kind: "reshard app -> app__reshard_4", copySrc: "app", copyDst: "app__reshard_4"},
+		{kind: "replication app -> app__reshard_4 (reverse)", strSrc: "app", strDst: "app__reshard_4"},
+		{kind: "replication app -> app__reshard_4", strSrc: "app", strDst: "app__reshard_4"},
+		{kind: "copy_data app -> app__reshard_4"},
+		{kind: "schema_sync(pre) app -> app__reshard_4"},
+		{kind: "reshard app"},
+		{kind: "reshard  -> x"},
+		{kind: "reshard a b -> c"},
+		{kind: "replication a ->  (reverse)"},
+		{kind: "replication"},
+		{kind: ""},
+	} {
+		src, dst, ok := cutover.CopyOf(tc.kind)
+		require.Equal(t, tc.copySrc != "", ok, "CopyOf(%q)", tc.kind)
+		require.Equal(t, [2]string{tc.copySrc, tc.copyDst}, [2]string{src, dst}, "CopyOf(%q)", tc.kind)
+		src, dst, ok = cutover.StreamOf(tc.kind)
+		require.Equal(t, tc.strSrc != "", ok, "StreamOf(%q)", tc.kind)
+		require.Equal(t, [2]string{tc.strSrc, tc.strDst}, [2]string{src, dst}, "StreamOf(%q)", tc.kind)
+	}
+}
+
+// FuzzTaskKinds: CopyOf and StreamOf never panic, and what they accept names two databases
+// without spaces that rebuild the type they read.
+func FuzzTaskKinds(f *testing.F) {
+	for _, k := range []string{"reshard app -> app__reshard_4", "replication app -> app__reshard_4 (reverse)",
+		"replication app -> app__reshard_4", "reshard a -> b -> c", "replication  (reverse)", ""} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, kind string) {
+		if src, dst, ok := cutover.CopyOf(kind); ok {
+			require.NotContains(t, src+dst, " ")
+			require.Equal(t, kind, "reshard "+src+" -> "+dst)
+		}
+		if src, dst, ok := cutover.StreamOf(kind); ok {
+			require.NotContains(t, src+dst, " ")
+			require.Contains(t, []string{"replication " + src + " -> " + dst, "replication " + src + " -> " + dst + " (reverse)"}, kind)
+		}
+	})
+}
