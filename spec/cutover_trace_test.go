@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,7 +107,10 @@ func TestTraceValidationCutover(t *testing.T) {
 // TestTraceValidationCutoverRejects: a cutover trace with one event changed, or one moved
 // earlier, is rejected at the index of that event, and the unchanged trace passes.
 func TestTraceValidationCutoverRejects(t *testing.T) {
-	events := cutoverTrace(t, 4) // a forward cutover that finalizes
+	seed := seedWhere(t, "cutover", "Cutover", 4, "a finalize", func(evs []map[string]any) bool {
+		return slices.ContainsFunc(evs, func(m map[string]any) bool { return m["action"] == "Finalize" })
+	})
+	events := cutoverTrace(t, seed) // a forward cutover that finalizes
 	find := func(action string) int {
 		return indexOf(t, events, action, func(e cutEvent) bool { return e.Action == action })
 	}

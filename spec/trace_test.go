@@ -59,6 +59,21 @@ func specEvents(t *testing.T, name string, seed uint64, spec string) ([]map[stri
 	return out, params
 }
 
+// seedWhere is the first seed from `from` (within 300) whose run of scenario name has spec
+// events that want accepts. The scenarios' runs change whenever their fault points or
+// parameters do, so a test that needs a kind of run (a finalize, a copy that lags) searches
+// for one rather than pinning a seed that may stop being one.
+func seedWhere(t *testing.T, name, spec string, from uint64, what string, want func([]map[string]any) bool) uint64 {
+	t.Helper()
+	for seed := from; seed < from+300; seed++ {
+		if events, _ := specEvents(t, name, seed, spec); want(events) {
+			return seed
+		}
+	}
+	t.Fatalf("no %s run with %s in seeds %d..%d", name, what, from, from+299)
+	return 0
+}
+
 // validateTrace runs the trace module spec/trace/<module>.qnt over events (with consts, such
 // as "Attempts = 2", for the module's other constants) and returns how
 // many of them the model explains: len(events) when a sample consumed the whole trace, else

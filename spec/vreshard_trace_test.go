@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,12 +132,25 @@ func TestTraceValidationVReshardRejects(t *testing.T) {
 		"want the unchanged trace explained, the changed one stopped at its Mirror %d, the one with the writes switched before the VDiff at %d", mirror, first)
 }
 
-// TestTraceValidationVReshardLagRejects: in a trace under heavy writes (seed 1000001: the
-// copy ends lagging by ~21 s and is polled until the lag is at or under MaxLagMs), a lagging
-// Copy reported as caught up is rejected at the Copy after it (the model has gone on to the
-// VDiff), and the unchanged trace passes: the lag is read from the event, not guessed.
+// TestTraceValidationVReshardLagRejects: in a trace under heavy writes (the first seed from
+// 1000000 whose copy ends lagging over MaxLagMs and is polled until the lag is at or under
+// it), a lagging Copy reported as caught up is rejected at the Copy after it (the model has
+// gone on to the VDiff), and the unchanged trace passes: the lag is read from the event, not
+// guessed.
 func TestTraceValidationVReshardLagRejects(t *testing.T) {
-	events := vreshardTrace(t, 1_000_001)
+	seed := seedWhere(t, "vreshard", "VitessReshard", 1_000_000, "a lagging copy polled again", func(evs []map[string]any) bool {
+		maxLag := -1
+		for i, m := range evs {
+			switch {
+			case m["action"] == "Start":
+				maxLag = num(m, "max_lag_ms")
+			case m["action"] == "Copy" && m["copying"] == false && maxLag > 0 && num(m, "lag_ms") > maxLag:
+				return slices.ContainsFunc(evs[i+1:], func(n map[string]any) bool { return n["action"] == "Copy" })
+			}
+		}
+		return false
+	})
+	events := vreshardTrace(t, seed)
 	lagging := indexOf(t, events, "lagging Copy", func(e vrEvent) bool { return e.Action == "Copy" && e.Lag })
 	next := lagging + 1 + indexOf(t, events[lagging+1:], "Copy", func(e vrEvent) bool { return e.Action == "Copy" })
 	changed := append([]vrEvent(nil), events...)
