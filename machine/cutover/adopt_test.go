@@ -108,3 +108,36 @@ func TestStreamIsTheCutoversOwn(t *testing.T) {
 		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%T", decision)
 	}
 }
+
+// TestStreamNamedOtherwiseIsNotTheCutovers: the stream a CUTOVER started is named by this
+// copy's two databases, either way round (mayBeStream, StreamOf); another database's stream
+// started on d at the forward CUTOVER, newer than this one's, whose type names only one of
+// them (or one of them twice) is not it. Taken for it, finalize stops it ("stops another
+// database's replication task") or a reverse cuts it over ("cuts over another database's
+// task"). Each name differs from this copy's in one database only, so each half of the
+// match is needed.
+func TestStreamNamedOtherwiseIsNotTheCutovers(t *testing.T) {
+	db, dst := "app", "app__reshard_4" // fixture(): database app at generation 4
+	for _, kind := range []string{
+		"replication " + db + " -> zzz",
+		"replication zzz -> " + dst,
+		"replication " + dst + " -> zzz",
+		"replication zzz -> " + db,
+		"replication " + db + " -> " + db + " (reverse)",
+		"replication " + dst + " -> " + dst + " (reverse)",
+		"replication " + db + " -> " + dst + "x (reverse)",
+	} {
+		setup := func(w *world) { w.otherLate, w.otherKind = true, kind }
+		for _, decision := range []cutover.Input{cutover.Finalize{}, cutover.Reverse{}} {
+			done, violations, _, _ := reliableWith(t, worldRun{decision: decision, setup: setup})
+			require.Empty(t, violations, "%q, %T", kind, decision)
+			require.Contains(t, []cutover.Outcome{cutover.Finalized, cutover.Reversed}, done.Outcome, "%q, %T", kind, decision)
+		}
+	}
+	// The world does tell: the same names taken for the stream trip it.
+	for _, kind := range []string{"replication " + dst + " -> zzz", "replication zzz -> " + db} {
+		setup := func(w *world) { w.otherLate, w.otherKind = true, kind }
+		_, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{}, setup: setup, mutants: cutover.Mutants{StreamOfAnyDatabase: true}})
+		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%q", kind)
+	}
+}

@@ -1,6 +1,7 @@
 package cutover_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,6 +106,9 @@ type world struct {
 	// cutover's forward CUTOVER, so the listing that resolves it shows that copy newer than
 	// the stream the CUTOVER started (without otherDB's copy started at the first poll).
 	otherLate bool
+	// otherKind, when set, is the type SHOW TASKS gives the other database's task in place
+	// of its copy's ("reshard other -> other__reshard_9").
+	otherKind string
 	kinds     map[int64]string
 	// slotLagSyncing: SHOW REPLICATION_SLOTS shows the copy's slot while the copy still
 	// syncs (PgDog creates it when COPY_DATA starts), with the lag it holds so far; without
@@ -129,7 +133,7 @@ func (w *world) copyOf() string {
 func (w *world) startOther(st cutover.TaskState) {
 	w.otherTask = w.nextTask
 	w.tasks[w.otherTask] = st
-	w.kinds[w.otherTask] = "reshard other -> other__reshard_9"
+	w.kinds[w.otherTask] = cmp.Or(w.otherKind, "reshard other -> other__reshard_9")
 	w.nextTask++
 }
 
