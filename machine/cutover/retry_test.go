@@ -301,3 +301,35 @@ func TestCopyTaskEndedBeforeCutover(t *testing.T) {
 		require.GreaterOrEqual(t, retriedAt-failedAt, opts.PollEvery, "the failed poll was tried again %d ms later", retriedAt-failedAt)
 	}
 }
+
+// TestReverseStepsPersist: past its CUTOVER a reverse cannot go back, so its steps that
+// finish the old layout's serving (the publish, opening the old shards, the files) retry
+// until they succeed, with one Alert once they have failed Attempts times; only its STOP of
+// the stream its own CUTOVER started gives up after Attempts (the new layout is fenced and
+// the stream stopping or not loses nothing), with an Alert, and the reverse ends Reversed.
+func TestReverseStepsPersist(t *testing.T) {
+	for _, step := range []string{"*/reverse1/publish*", "*/reverse1/open/s0*", "*/reverse1/files*"} {
+		failed := 0
+		var w0 *world
+		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{},
+			setup: func(w *world) { w0 = w },
+			deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+				if failed < 3 && glob(step, stepOf(c)) { // Attempts is 2: one try past them
+					failed++
+					feed(w.apply(c, errors.New("unreachable"), false))
+					return true
+				}
+				return false
+			}})
+		require.Equal(t, 3, failed, step)
+		require.Empty(t, violations, step)
+		require.Equal(t, cutover.Reversed, done.Outcome, "%s: %s", step, done.Reason)
+		require.Equal(t, 1, w0.alerts, "%s: one Alert once it failed Attempts times", step)
+	}
+	var w0 *world
+	done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{}, failing: "*/reverse1/stop/*",
+		setup: func(w *world) { w0 = w }})
+	require.Empty(t, violations)
+	require.Equal(t, cutover.Reversed, done.Outcome, done.Reason)
+	require.Equal(t, 1, w0.alerts, "the STOP that gave up raises an Alert")
+}
