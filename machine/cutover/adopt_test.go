@@ -141,3 +141,28 @@ func TestStreamNamedOtherwiseIsNotTheCutovers(t *testing.T) {
 		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%q", kind)
 	}
 }
+
+// TestStreamByItsIDWhenTypesAreUnknown: when the lister says nothing of a task's type (Kind
+// "", mayBeStream lets every task through), the stream a CUTOVER started is told by its id
+// alone: newer than the task the CUTOVER cut, and the newest such. Another database's
+// replication task runs on d, older than the copy or started between the copy and the
+// CUTOVER; taken for the stream, finalize stops it or a reverse cuts it over. Both where the
+// CUTOVER's resolve learns the stream and where its listing failed and the check after the
+// resume learns it.
+func TestStreamByItsIDWhenTypesAreUnknown(t *testing.T) {
+	for name, setup := range map[string]func(*world){
+		"older":   func(w *world) { w.noKinds = true; w.startOther(cutover.TaskReplicating) },
+		"between": func(w *world) { w.noKinds, w.otherDB = true, true },
+	} {
+		for _, failing := range []string{"", "*/resolve/*"} {
+			for _, decision := range []cutover.Input{cutover.Finalize{}, cutover.Reverse{}} {
+				var w0 *world
+				done, violations, _, _ := reliableWith(t, worldRun{decision: decision, failing: failing,
+					setup: func(w *world) { w0 = w; setup(w) }})
+				require.Empty(t, violations, "%s, failing %q, %T", name, failing, decision)
+				require.Contains(t, []cutover.Outcome{cutover.Finalized, cutover.Reversed}, done.Outcome, "%s, failing %q, %T: %s", name, failing, decision, done.Reason)
+				require.NotEqual(t, noTask, w0.otherTask, "%s: the other database's task ran", name)
+			}
+		}
+	}
+}

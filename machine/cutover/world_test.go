@@ -110,6 +110,9 @@ type world struct {
 	// of its copy's ("reshard other -> other__reshard_9").
 	otherKind string
 	kinds     map[int64]string
+	// noKinds: the lister says nothing of any task's type (Kind "" throughout, as before
+	// SHOW TASKS's type was read), so the machine tells the stream by its id alone.
+	noKinds bool
 	// slotLagSyncing: SHOW REPLICATION_SLOTS shows the copy's slot while the copy still
 	// syncs (PgDog creates it when COPY_DATA starts), with the lag it holds so far; without
 	// it the world reports an unknown lag (-1) until the task replicates.
@@ -457,7 +460,11 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		}
 		var ts []cutover.Task
 		for id, st := range w.tasks {
-			ts = append(ts, cutover.Task{ID: id, State: st, Kind: w.kinds[id]})
+			kind := w.kinds[id]
+			if w.noKinds {
+				kind = ""
+			}
+			ts = append(ts, cutover.Task{ID: id, State: st, Kind: kind})
 		}
 		slices.SortFunc(ts, func(a, b cutover.Task) int { return int(a.ID - b.ID) })
 		return cutover.TasksListed{Step: c.Step, Tasks: ts}
