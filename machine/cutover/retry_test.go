@@ -333,3 +333,37 @@ func TestReverseStepsPersist(t *testing.T) {
 	require.Equal(t, cutover.Reversed, done.Outcome, done.Reason)
 	require.Equal(t, 1, w0.alerts, "the STOP that gave up raises an Alert")
 }
+
+// TestReverseSettleOrder: Options.ReverseSettle, when positive, makes a reverse reload the
+// instances onto the old layout before it opens it, and open it only ReverseSettle ms after
+// the last reload; zero keeps the order without it (open, then reload) and waits nothing.
+func TestReverseSettleOrder(t *testing.T) {
+	for _, settle := range []int64{0, 1, 3000} {
+		var order []string
+		var reloaded, opened int64 = -1, -1
+		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{}, settle: settle,
+			deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+				switch s := stepOf(c); {
+				case strings.Contains(s, "/reverse1/reload/"):
+					order = append(order, "reload")
+					reloaded = w.now()
+				case strings.Contains(s, "/reverse1/open/"):
+					order = append(order, "open")
+					if opened < 0 {
+						opened = w.now()
+					}
+				}
+				return false
+			}})
+		require.Empty(t, violations, "settle %d", settle)
+		require.Equal(t, cutover.Reversed, done.Outcome, "settle %d: %s", settle, done.Reason)
+		want := []string{"reload", "reload", "reload", "open", "open"}
+		if settle == 0 {
+			want = []string{"open", "open", "reload", "reload", "reload"}
+		}
+		require.Equal(t, want, order, "settle %d", settle)
+		if settle > 0 {
+			require.GreaterOrEqual(t, opened-reloaded, settle, "settle %d: opened %d ms after the last reload", settle, opened-reloaded)
+		}
+	}
+}
