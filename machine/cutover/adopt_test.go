@@ -166,3 +166,39 @@ func TestStreamByItsIDWhenTypesAreUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptsItsCopyInEitherLiveState: the copy a restart finds may have moved on while no
+// process ran: the sole task naming it is adopted whether it still syncs or replicates
+// already (no second COPY_DATA, the catch-up polls it), and refused in any other active
+// state (cutting over, stopping, unknown: not a copy this cutover can go on with), rolling
+// back as when it cannot tell.
+func TestAdoptsItsCopyInEitherLiveState(t *testing.T) {
+	for _, st := range []cutover.TaskState{cutover.TaskSyncing, cutover.TaskReplicating, cutover.TaskCuttingOver, cutover.TaskStopping, cutover.TaskUnknown} {
+		copies, polls := 0, 0
+		done, violations, actions := restartWithCopyInFlight(t, cutover.Mutants{}, nil,
+			func(w *world, c cutover.Command, _ func(cutover.Input)) bool {
+				switch c := c.(type) {
+				case cutover.ListTasks:
+					if strings.Contains(c.Step, "/copy/adopt") {
+						w.tasks[w.copyTask] = st
+					}
+				case cutover.CopyData:
+					copies++
+				case cutover.PollCopy:
+					polls++
+				}
+				return false
+			})
+		require.Empty(t, violations, "%v", st)
+		require.Equal(t, 0, copies, "%v: COPY_DATA not sent again after the restart", st)
+		if st == cutover.TaskSyncing || st == cutover.TaskReplicating {
+			require.True(t, actions["Adopt"], "%v: the restart adopts the copy", st)
+			require.Positive(t, polls, "%v", st)
+			require.Equal(t, cutover.Finalized, done.Outcome, "%v: %s", st, done.Reason)
+			continue
+		}
+		require.Equal(t, 0, polls, "%v: no task adopted", st)
+		require.Equal(t, cutover.RolledBack, done.Outcome, "%v", st)
+		require.Contains(t, done.Reason, "provably this cutover's copy", "%v", st)
+	}
+}
