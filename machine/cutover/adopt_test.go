@@ -70,6 +70,12 @@ func TestAdoptRefusesWhenItCannotTell(t *testing.T) {
 			require.Equal(t, 0, copies, "COPY_DATA not sent again after the restart")
 			require.Equal(t, cutover.RolledBack, done.Outcome)
 			require.Contains(t, done.Reason, "provably this cutover's copy")
+			// The reason says which: the tasks that name the copy, or those that may be it.
+			if name == "twin" {
+				require.Contains(t, done.Reason, "(tasks copying app into app__reshard_4: 0 (syncing), 42 (syncing))")
+			} else {
+				require.Contains(t, done.Reason, `(no task names the copy of app into app__reshard_4, but these may be it: 0 ("", syncing))`)
+			}
 			require.True(t, alerted)
 		})
 	}
