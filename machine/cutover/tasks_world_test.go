@@ -209,9 +209,10 @@ func TestStaleReverseCutAbandoned(t *testing.T) {
 // TestCatchUpAtTheThreshold: the copy counts as caught up at a lag at or under
 // LagThreshold (Options.LagThreshold), so the machine pauses right after the first poll of
 // a replicating copy that shows a lag of exactly the threshold (1000 here), and not before:
-// the world's lag halves on each poll, 4000, 2000, 1000.
+// the world's lag halves on each poll, 4000, 2000, 1000. A lag of 0 is caught up too (only
+// an unknown lag, -1, is not).
 func TestCatchUpAtTheThreshold(t *testing.T) {
-	for _, start := range []int64{4000, 1001} {
+	for _, start := range []int64{4000, 1001, 0} {
 		var lags []int64
 		pausedAfter := -1
 		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{},
@@ -239,8 +240,11 @@ func TestCatchUpAtTheThreshold(t *testing.T) {
 		for _, l := range lags[:pausedAfter-1] {
 			require.True(t, l < 0 || l > 1000, "a poll showed %d, at or under the threshold, and the machine did not pause: %v", l, lags[:pausedAfter])
 		}
-		if start == 4000 {
+		switch start {
+		case 4000:
 			require.Equal(t, int64(1000), last, "4000, 2000, 1000: caught up at exactly the threshold: %v", lags)
+		case 0:
+			require.Equal(t, []int64{-1, 0}, lags[:pausedAfter], "caught up at the first poll that shows a lag of 0")
 		}
 	}
 }
