@@ -70,6 +70,12 @@ func TestAdoptRefusesWhenItCannotTell(t *testing.T) {
 			require.Equal(t, 0, copies, "COPY_DATA not sent again after the restart")
 			require.Equal(t, cutover.RolledBack, done.Outcome)
 			require.Contains(t, done.Reason, "provably this cutover's copy")
+			// The reason says which: the tasks that name the copy, or those that may be it.
+			if name == "twin" {
+				require.Contains(t, done.Reason, "(tasks copying app into app__reshard_4: 0 (syncing), 42 (syncing))")
+			} else {
+				require.Contains(t, done.Reason, `(no task names the copy of app into app__reshard_4, but these may be it: 0 ("", syncing))`)
+			}
 			require.True(t, alerted)
 		})
 	}
@@ -106,5 +112,99 @@ func TestStreamIsTheCutoversOwn(t *testing.T) {
 
 		_, violations, _, _ = reliableWith(t, worldRun{decision: decision, setup: other, mutants: cutover.Mutants{StreamOfAnyDatabase: true}})
 		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%T", decision)
+	}
+}
+
+// TestStreamNamedOtherwiseIsNotTheCutovers: the stream a CUTOVER started is named by this
+// copy's two databases, either way round (mayBeStream, StreamOf); another database's stream
+// started on d at the forward CUTOVER, newer than this one's, whose type names only one of
+// them (or one of them twice) is not it. Taken for it, finalize stops it ("stops another
+// database's replication task") or a reverse cuts it over ("cuts over another database's
+// task"). Each name differs from this copy's in one database only, so each half of the
+// match is needed.
+func TestStreamNamedOtherwiseIsNotTheCutovers(t *testing.T) {
+	db, dst := "app", "app__reshard_4" // fixture(): database app at generation 4
+	for _, kind := range []string{
+		"replication " + db + " -> zzz",
+		"replication zzz -> " + dst,
+		"replication " + dst + " -> zzz",
+		"replication zzz -> " + db,
+		"replication " + db + " -> " + db + " (reverse)",
+		"replication " + dst + " -> " + dst + " (reverse)",
+		"replication " + db + " -> " + dst + "x (reverse)",
+	} {
+		setup := func(w *world) { w.otherLate, w.otherKind = true, kind }
+		for _, decision := range []cutover.Input{cutover.Finalize{}, cutover.Reverse{}} {
+			done, violations, _, _ := reliableWith(t, worldRun{decision: decision, setup: setup})
+			require.Empty(t, violations, "%q, %T", kind, decision)
+			require.Contains(t, []cutover.Outcome{cutover.Finalized, cutover.Reversed}, done.Outcome, "%q, %T", kind, decision)
+		}
+	}
+	// The world does tell: the same names taken for the stream trip it.
+	for _, kind := range []string{"replication " + dst + " -> zzz", "replication zzz -> " + db} {
+		setup := func(w *world) { w.otherLate, w.otherKind = true, kind }
+		_, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{}, setup: setup, mutants: cutover.Mutants{StreamOfAnyDatabase: true}})
+		require.Contains(t, strings.Join(violations, "\n"), "another database's", "%q", kind)
+	}
+}
+
+// TestStreamByItsIDWhenTypesAreUnknown: when the lister says nothing of a task's type (Kind
+// "", mayBeStream lets every task through), the stream a CUTOVER started is told by its id
+// alone: newer than the task the CUTOVER cut, and the newest such. Another database's
+// replication task runs on d, older than the copy or started between the copy and the
+// CUTOVER; taken for the stream, finalize stops it or a reverse cuts it over. Both where the
+// CUTOVER's resolve learns the stream and where its listing failed and the check after the
+// resume learns it.
+func TestStreamByItsIDWhenTypesAreUnknown(t *testing.T) {
+	for name, setup := range map[string]func(*world){
+		"older":   func(w *world) { w.noKinds = true; w.startOther(cutover.TaskReplicating) },
+		"between": func(w *world) { w.noKinds, w.otherDB = true, true },
+	} {
+		for _, failing := range []string{"", "*/resolve/*"} {
+			for _, decision := range []cutover.Input{cutover.Finalize{}, cutover.Reverse{}} {
+				var w0 *world
+				done, violations, _, _ := reliableWith(t, worldRun{decision: decision, failing: failing,
+					setup: func(w *world) { w0 = w; setup(w) }})
+				require.Empty(t, violations, "%s, failing %q, %T", name, failing, decision)
+				require.Contains(t, []cutover.Outcome{cutover.Finalized, cutover.Reversed}, done.Outcome, "%s, failing %q, %T: %s", name, failing, decision, done.Reason)
+				require.NotEqual(t, noTask, w0.otherTask, "%s: the other database's task ran", name)
+			}
+		}
+	}
+}
+
+// TestAdoptsItsCopyInEitherLiveState: the copy a restart finds may have moved on while no
+// process ran: the sole task naming it is adopted whether it still syncs or replicates
+// already (no second COPY_DATA, the catch-up polls it), and refused in any other active
+// state (cutting over, stopping, unknown: not a copy this cutover can go on with), rolling
+// back as when it cannot tell.
+func TestAdoptsItsCopyInEitherLiveState(t *testing.T) {
+	for _, st := range []cutover.TaskState{cutover.TaskSyncing, cutover.TaskReplicating, cutover.TaskCuttingOver, cutover.TaskStopping, cutover.TaskUnknown} {
+		copies, polls := 0, 0
+		done, violations, actions := restartWithCopyInFlight(t, cutover.Mutants{}, nil,
+			func(w *world, c cutover.Command, _ func(cutover.Input)) bool {
+				switch c := c.(type) {
+				case cutover.ListTasks:
+					if strings.Contains(c.Step, "/copy/adopt") {
+						w.tasks[w.copyTask] = st
+					}
+				case cutover.CopyData:
+					copies++
+				case cutover.PollCopy:
+					polls++
+				}
+				return false
+			})
+		require.Empty(t, violations, "%v", st)
+		require.Equal(t, 0, copies, "%v: COPY_DATA not sent again after the restart", st)
+		if st == cutover.TaskSyncing || st == cutover.TaskReplicating {
+			require.True(t, actions["Adopt"], "%v: the restart adopts the copy", st)
+			require.Positive(t, polls, "%v", st)
+			require.Equal(t, cutover.Finalized, done.Outcome, "%v: %s", st, done.Reason)
+			continue
+		}
+		require.Equal(t, 0, polls, "%v: no task adopted", st)
+		require.Equal(t, cutover.RolledBack, done.Outcome, "%v", st)
+		require.Contains(t, done.Reason, "provably this cutover's copy", "%v", st)
 	}
 }

@@ -46,6 +46,8 @@ type worldRun struct {
 	idle    func(w *world, feed func(cutover.Input)) bool
 	// setup, when set, shapes the world before the cutover starts.
 	setup func(w *world)
+	// settle is Options.ReverseSettle (0: none).
+	settle int64
 }
 
 // reliableWith is reliable run by r.
@@ -58,11 +60,12 @@ func reliableWith(t *testing.T, r worldRun) (cutover.Done, []string, int, map[st
 	if r.setup != nil {
 		r.setup(w)
 	}
-	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000, Mutants: r.mutants}
+	opts := cutover.Options{LagThreshold: 1000, PollEvery: 1000, CatchUpDeadline: 60_000, RetryAfter: 100, Attempts: 2, Grace: 5000, ReverseSettle: r.settle, Mutants: r.mutants}
 	m := cutover.New()
 	rec := &machine.Recorder{}
 	rng := rand.New(rand.NewPCG(3, 4))
 	now, calls := int64(1000), 0
+	w.clock = &now
 	var pending []cutover.Command
 	timers := machinetest.Timers{}
 	var done *cutover.Done

@@ -11,6 +11,7 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/machine/machinetest"
 )
 
 // finalUnfenceFailing drives a cutover with Attempts 3 and retryAfter to Finalized, the first
@@ -299,5 +300,153 @@ func TestCopyTaskEndedBeforeCutover(t *testing.T) {
 		require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
 		require.Equal(t, 1, reloads, "task %v: the rollback reloads pgdog-1", st)
 		require.GreaterOrEqual(t, retriedAt-failedAt, opts.PollEvery, "the failed poll was tried again %d ms later", retriedAt-failedAt)
+	}
+}
+
+// TestReverseStepsPersist: past its CUTOVER a reverse cannot go back, so its steps that
+// finish the old layout's serving (the publish, opening the old shards, the files) retry
+// until they succeed, with one Alert once they have failed Attempts times; only its STOP of
+// the stream its own CUTOVER started gives up after Attempts (the new layout is fenced and
+// the stream stopping or not loses nothing), with an Alert, and the reverse ends Reversed.
+func TestReverseStepsPersist(t *testing.T) {
+	for _, step := range []string{"*/reverse1/publish*", "*/reverse1/open/s0*", "*/reverse1/files*"} {
+		failed := 0
+		var w0 *world
+		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{},
+			setup: func(w *world) { w0 = w },
+			deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+				if failed < 3 && glob(step, stepOf(c)) { // Attempts is 2: one try past them
+					failed++
+					feed(w.apply(c, errors.New("unreachable"), false))
+					return true
+				}
+				return false
+			}})
+		require.Equal(t, 3, failed, step)
+		require.Empty(t, violations, step)
+		require.Equal(t, cutover.Reversed, done.Outcome, "%s: %s", step, done.Reason)
+		require.Equal(t, 1, w0.alerts, "%s: one Alert once it failed Attempts times", step)
+	}
+	var w0 *world
+	done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{}, failing: "*/reverse1/stop/*",
+		setup: func(w *world) { w0 = w }})
+	require.Empty(t, violations)
+	require.Equal(t, cutover.Reversed, done.Outcome, done.Reason)
+	require.Equal(t, 1, w0.alerts, "the STOP that gave up raises an Alert")
+}
+
+// TestReverseSettleOrder: Options.ReverseSettle, when positive, makes a reverse reload the
+// instances onto the old layout before it opens it, and open it only ReverseSettle ms after
+// the last reload; zero keeps the order without it (open, then reload) and waits nothing.
+func TestReverseSettleOrder(t *testing.T) {
+	for _, settle := range []int64{0, 1, 3000} {
+		var order []string
+		var reloaded, opened int64 = -1, -1
+		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Reverse{}, settle: settle,
+			deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+				switch s := stepOf(c); {
+				case strings.Contains(s, "/reverse1/reload/"):
+					order = append(order, "reload")
+					reloaded = w.now()
+				case strings.Contains(s, "/reverse1/open/"):
+					order = append(order, "open")
+					if opened < 0 {
+						opened = w.now()
+					}
+				}
+				return false
+			}})
+		require.Empty(t, violations, "settle %d", settle)
+		require.Equal(t, cutover.Reversed, done.Outcome, "settle %d: %s", settle, done.Reason)
+		want := []string{"reload", "reload", "reload", "open", "open"}
+		if settle == 0 {
+			want = []string{"open", "open", "reload", "reload", "reload"}
+		}
+		require.Equal(t, want, order, "settle %d", settle)
+		if settle > 0 {
+			require.GreaterOrEqual(t, opened-reloaded, settle, "settle %d: opened %d ms after the last reload", settle, opened-reloaded)
+		}
+	}
+}
+
+// TestGraceWaitedOutAgainAfterRestart: a restart in the grace waits the whole grace out
+// again from the restart (the deadline is on the wall clock, which may have jumped forward
+// while no process ran), so the old shards are unfenced no sooner than Grace after the
+// restart, whether the clock moved on by a millisecond or by an hour (past the deadline the
+// snapshot holds). GraceFromSnapshot's world in the simulator is cutover-windows with
+// grace_restart; this is the same rule on the machine alone.
+func TestGraceWaitedOutAgainAfterRestart(t *testing.T) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 7000, FinalizeAfter: 10}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
+	for _, jump := range []int64{1, 3_600_000} {
+		m := cutover.New()
+		ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+		rec := fixture()
+		version := rec.Version
+		queue := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
+		timers := map[string]int64{}
+		var restarted, unfenced int64
+		var done *cutover.Done
+		for steps := 0; done == nil && steps < 10_000; steps++ {
+			if len(queue) == 0 {
+				id, at := "", int64(0)
+				for k, v := range timers {
+					if id == "" || v < at {
+						id, at = k, v
+					}
+				}
+				require.NotEmpty(t, id, "stuck: nothing to answer and no timer")
+				delete(timers, id)
+				ctx.Now = max(ctx.Now, at)
+				queue = m.On(ctx, cutover.TimerFired{ID: id})
+				continue
+			}
+			c := queue[0]
+			queue = queue[1:]
+			var in cutover.Input
+			switch c := c.(type) {
+			case cutover.Done:
+				done = &c
+				continue
+			case cutover.SetTimer:
+				timers[c.ID] = c.At
+				if strings.HasSuffix(c.ID, "/grace") && restarted == 0 {
+					// The daemon stops here and starts again jump ms later.
+					m = machinetest.RoundTrip(t, m, cutover.Restore)
+					queue, timers = nil, map[string]int64{}
+					ctx.Now += jump
+					restarted = ctx.Now
+					queue = m.On(ctx, cutover.Restarted{})
+				}
+				continue
+			case cutover.CancelTimer:
+				delete(timers, c.ID)
+				continue
+			case cutover.Alert:
+				continue
+			case cutover.WriteRecord:
+				version++
+				in = cutover.RecordWritten{Step: c.Step, Version: version}
+			case cutover.CopyData:
+				in = cutover.CopyStarted{Step: c.Step, Task: 7}
+			case cutover.PollCopy:
+				in = cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: cutover.TaskReplicating}, LagBytes: 1}
+			case cutover.ListTasks:
+				in = cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskFinished}, {ID: 8, State: cutover.TaskReplicating}}}
+			case cutover.Unfence:
+				if strings.Contains(c.Step, "/unfence/") && unfenced == 0 {
+					unfenced = ctx.Now
+				}
+				in = cutover.Reply{Step: c.Step}
+			default:
+				in = cutover.Reply{Step: stepOf(c)}
+			}
+			ctx.Now++
+			queue = append(queue, m.On(ctx, in)...)
+		}
+		require.NotNil(t, done, "the cutover did not end")
+		require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+		require.NotZero(t, restarted, "restarted in the grace")
+		require.GreaterOrEqual(t, unfenced-restarted, opts.Grace, "jump %d: the old shards opened %d ms after the restart", jump, unfenced-restarted)
 	}
 }

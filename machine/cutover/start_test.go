@@ -1,11 +1,13 @@
 package cutover_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
 )
@@ -82,5 +84,62 @@ func TestStartPublicationName(t *testing.T) {
 			Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: pub}})
 		done, refused := cmds[0].(cutover.Done)
 		require.Equal(t, !ok, refused && strings.Contains(done.Reason, "publication"), "publication %q: %v", pub, cmds[0])
+	}
+}
+
+// TestStartSlotNameLength: PgDog names a slot per shard a stream reads from, slotName + "_<i>":
+// the copy's on the source shards and the reverse stream's, which the forward CUTOVER starts,
+// on the destination's, so the longest is the one of the larger side's last shard. Postgres
+// refuses a slot name over 63 bytes: Start accepts one of exactly 63 and refuses one of 64,
+// whichever side is larger, and counts the last shard's index (n-1), not n or n+1.
+func TestStartSlotNameLength(t *testing.T) {
+	be := func(host string) shardmap.Backend { return shardmap.Backend{Host: host, Port: 5432, Database: "app"} }
+	record := func(name string, source, target int) *shardmap.Record {
+		key := shardmap.Key{Column: "customer_id", Type: shardmap.Bigint}
+		var sb, tb []shardmap.Backend
+		for i := range source {
+			sb = append(sb, be(fmt.Sprintf("10.0.1.%d", i+1)))
+		}
+		for i := range target {
+			tb = append(tb, be(fmt.Sprintf("10.0.2.%d", i+1)))
+		}
+		r := shardmap.NewPgHash(name, key, sb...)
+		r.Version, r.Generation = 12, 4
+		l := shardmap.NewPgHash(name, key, tb...).Layout
+		for i := range l.Shards {
+			l.Shards[i].Name = fmt.Sprintf("n%d", i)
+		}
+		r.Target = &l
+		r.State = shardmap.State{Phase: shardmap.Resharding, To: 5}
+		require.NoError(t, r.Validate())
+		return r
+	}
+	for _, c := range []struct {
+		source, target int
+		slot           string // the longest slot's suffix: "_<generation>_<last shard>"
+	}{
+		{2, 4, "_4_3"},   // the destination larger: its last shard's reverse slot
+		{4, 2, "_4_3"},   // the source larger: its last shard's copy slot
+		{2, 10, "_4_9"},  // n-1 = 9, one digit (n+1 = 11 would be two)
+		{2, 11, "_4_10"}, // the destination's 11th shard: two digits where the source's have one
+		{11, 2, "_4_10"},
+	} {
+		for _, over := range []bool{false, true} {
+			n := 63 - len("loam_") - len(c.slot)
+			if over {
+				n++
+			}
+			name := strings.Repeat("a", n)
+			rec := record(name, c.source, c.target)
+			cmds := cutover.New().On(&machine.Ctx{Now: 1, Trace: machine.Discard}, cutover.Start{Record: rec, Plan: cutover.Plan{
+				Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+			done, refused := cmds[0].(cutover.Done)
+			slot := "loam_" + name + c.slot
+			require.Equal(t, over, refused, "%d source and %d destination shards, longest slot %s (%d bytes): %v", c.source, c.target, slot, len(slot), cmds[0])
+			if over {
+				require.Contains(t, done.Reason, "slot name "+slot+" ")
+				require.Contains(t, done.Reason, "longer than 63 bytes")
+			}
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"loam.dev/router/machine/cutover"
 )
 
@@ -200,6 +202,49 @@ func TestStaleReverseCutAbandoned(t *testing.T) {
 		}
 		if mu.StaleReverseTrusted && !tripped {
 			t.Fatal("StaleReverseTrusted lost no acknowledged write in seeds 12280..12299")
+		}
+	}
+}
+
+// TestCatchUpAtTheThreshold: the copy counts as caught up at a lag at or under
+// LagThreshold (Options.LagThreshold), so the machine pauses right after the first poll of
+// a replicating copy that shows a lag of exactly the threshold (1000 here), and not before:
+// the world's lag halves on each poll, 4000, 2000, 1000. A lag of 0 is caught up too (only
+// an unknown lag, -1, is not).
+func TestCatchUpAtTheThreshold(t *testing.T) {
+	for _, start := range []int64{4000, 1001, 0} {
+		var lags []int64
+		pausedAfter := -1
+		done, violations, _, _ := reliableWith(t, worldRun{decision: cutover.Finalize{},
+			setup: func(w *world) { w.lag = start },
+			deliver: func(w *world, c cutover.Command, feed func(cutover.Input)) bool {
+				switch c.(type) {
+				case cutover.PollCopy:
+					in := w.apply(c, nil, false)
+					lags = append(lags, in.(cutover.CopyPolled).LagBytes)
+					feed(in)
+					return true
+				case cutover.Pause:
+					if pausedAfter < 0 {
+						pausedAfter = len(lags)
+					}
+				}
+				return false
+			}})
+		require.Empty(t, violations)
+		require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+		require.Positive(t, pausedAfter, "lags %v", lags)
+		last := lags[pausedAfter-1]
+		require.LessOrEqual(t, last, int64(1000), "paused at a lag over the threshold: %v", lags[:pausedAfter])
+		require.GreaterOrEqual(t, last, int64(0), "paused at an unknown lag: %v", lags[:pausedAfter])
+		for _, l := range lags[:pausedAfter-1] {
+			require.True(t, l < 0 || l > 1000, "a poll showed %d, at or under the threshold, and the machine did not pause: %v", l, lags[:pausedAfter])
+		}
+		switch start {
+		case 4000:
+			require.Equal(t, int64(1000), last, "4000, 2000, 1000: caught up at exactly the threshold: %v", lags)
+		case 0:
+			require.Equal(t, []int64{-1, 0}, lags[:pausedAfter], "caught up at the first poll that shows a lag of 0")
 		}
 	}
 }

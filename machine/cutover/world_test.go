@@ -1,6 +1,7 @@
 package cutover_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,7 +106,13 @@ type world struct {
 	// cutover's forward CUTOVER, so the listing that resolves it shows that copy newer than
 	// the stream the CUTOVER started (without otherDB's copy started at the first poll).
 	otherLate bool
+	// otherKind, when set, is the type SHOW TASKS gives the other database's task in place
+	// of its copy's ("reshard other -> other__reshard_9").
+	otherKind string
 	kinds     map[int64]string
+	// noKinds: the lister says nothing of any task's type (Kind "" throughout, as before
+	// SHOW TASKS's type was read), so the machine tells the stream by its id alone.
+	noKinds bool
 	// slotLagSyncing: SHOW REPLICATION_SLOTS shows the copy's slot while the copy still
 	// syncs (PgDog creates it when COPY_DATA starts), with the lag it holds so far; without
 	// it the world reports an unknown lag (-1) until the task replicates.
@@ -129,7 +136,7 @@ func (w *world) copyOf() string {
 func (w *world) startOther(st cutover.TaskState) {
 	w.otherTask = w.nextTask
 	w.tasks[w.otherTask] = st
-	w.kinds[w.otherTask] = "reshard other -> other__reshard_9"
+	w.kinds[w.otherTask] = cmp.Or(w.otherKind, "reshard other -> other__reshard_9")
 	w.nextTask++
 }
 
@@ -453,7 +460,11 @@ func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input
 		}
 		var ts []cutover.Task
 		for id, st := range w.tasks {
-			ts = append(ts, cutover.Task{ID: id, State: st, Kind: w.kinds[id]})
+			kind := w.kinds[id]
+			if w.noKinds {
+				kind = ""
+			}
+			ts = append(ts, cutover.Task{ID: id, State: st, Kind: kind})
 		}
 		slices.SortFunc(ts, func(a, b cutover.Task) int { return int(a.ID - b.ID) })
 		return cutover.TasksListed{Step: c.Step, Tasks: ts}
