@@ -8,6 +8,7 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
+	"loam.dev/router/machine/machinetest"
 )
 
 // drive runs a cutover of fixture() with plan to its Done, on ctx (nil: a fresh one at 1000
@@ -17,6 +18,14 @@ import (
 // fire when nothing else is queued. Done() must say the cutover ended only once the Done
 // command came, with its outcome.
 func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
+	return driveRestarting(t, ctx, plan, seen, reply, nil)
+}
+
+// driveRestarting is drive where restart, when set, sees every SetTimer once it is set:
+// true stops the daemon there (what is queued and every timer is lost), restores the
+// machine from its snapshot and feeds Restarted, on ctx as restart left it (it may move the
+// clock on, as a daemon down for a while sees).
+func driveRestarting(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input, restart func(cutover.SetTimer) bool) cutover.Done {
 	m := cutover.New()
 	if ctx == nil {
 		ctx = &machine.Ctx{Now: 1000, Trace: machine.Discard}
@@ -50,6 +59,10 @@ func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.
 				return c
 			case cutover.SetTimer:
 				timers[c.ID] = c.At
+				if restart != nil && restart(c) {
+					m = machinetest.RoundTrip(t, m, cutover.Restore)
+					queue, timers = m.On(ctx, cutover.Restarted{}), map[string]int64{}
+				}
 				continue
 			case cutover.CancelTimer:
 				delete(timers, c.ID)

@@ -11,7 +11,6 @@ import (
 
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
-	"loam.dev/router/machine/machinetest"
 )
 
 // finalUnfenceFailing drives a cutover with Attempts 3 and retryAfter to Finalized, the first
@@ -379,72 +378,20 @@ func TestGraceWaitedOutAgainAfterRestart(t *testing.T) {
 	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 7000, FinalizeAfter: 10}
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
 	for _, jump := range []int64{1, 3_600_000} {
-		m := cutover.New()
 		ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
-		rec := fixture()
-		version := rec.Version
-		queue := m.On(ctx, cutover.Start{Record: rec, Plan: plan})
-		timers := map[string]int64{}
 		var restarted, unfenced int64
-		var done *cutover.Done
-		for steps := 0; done == nil && steps < 10_000; steps++ {
-			if len(queue) == 0 {
-				id, at := "", int64(0)
-				for k, v := range timers {
-					if id == "" || v < at {
-						id, at = k, v
-					}
-				}
-				require.NotEmpty(t, id, "stuck: nothing to answer and no timer")
-				delete(timers, id)
-				ctx.Now = max(ctx.Now, at)
-				queue = m.On(ctx, cutover.TimerFired{ID: id})
-				continue
+		done := driveRestarting(t, ctx, plan, func(c cutover.Command) {
+			if c, ok := c.(cutover.Unfence); ok && strings.Contains(c.Step, "/unfence/") && unfenced == 0 {
+				unfenced = ctx.Now
 			}
-			c := queue[0]
-			queue = queue[1:]
-			var in cutover.Input
-			switch c := c.(type) {
-			case cutover.Done:
-				done = &c
-				continue
-			case cutover.SetTimer:
-				timers[c.ID] = c.At
-				if strings.HasSuffix(c.ID, "/grace") && restarted == 0 {
-					// The daemon stops here and starts again jump ms later.
-					m = machinetest.RoundTrip(t, m, cutover.Restore)
-					queue, timers = nil, map[string]int64{}
-					ctx.Now += jump
-					restarted = ctx.Now
-					queue = m.On(ctx, cutover.Restarted{})
-				}
-				continue
-			case cutover.CancelTimer:
-				delete(timers, c.ID)
-				continue
-			case cutover.Alert:
-				continue
-			case cutover.WriteRecord:
-				version++
-				in = cutover.RecordWritten{Step: c.Step, Version: version}
-			case cutover.CopyData:
-				in = cutover.CopyStarted{Step: c.Step, Task: 7}
-			case cutover.PollCopy:
-				in = cutover.CopyPolled{Step: c.Step, Task: cutover.Task{ID: 7, State: cutover.TaskReplicating}, LagBytes: 1}
-			case cutover.ListTasks:
-				in = cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskFinished}, {ID: 8, State: cutover.TaskReplicating}}}
-			case cutover.Unfence:
-				if strings.Contains(c.Step, "/unfence/") && unfenced == 0 {
-					unfenced = ctx.Now
-				}
-				in = cutover.Reply{Step: c.Step}
-			default:
-				in = cutover.Reply{Step: stepOf(c)}
+		}, func(cutover.Command) cutover.Input { return nil }, func(c cutover.SetTimer) bool {
+			if !strings.HasSuffix(c.ID, "/grace") || restarted != 0 {
+				return false
 			}
-			ctx.Now++
-			queue = append(queue, m.On(ctx, in)...)
-		}
-		require.NotNil(t, done, "the cutover did not end")
+			ctx.Now += jump // the daemon stops here and starts again jump ms later
+			restarted = ctx.Now
+			return true
+		})
 		require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
 		require.NotZero(t, restarted, "restarted in the grace")
 		require.GreaterOrEqual(t, unfenced-restarted, opts.Grace, "jump %d: the old shards opened %d ms after the restart", jump, unfenced-restarted)
