@@ -206,6 +206,15 @@ type cutoverRun struct {
 	fenceDrawn, heavyDrawn, held bool
 	fenceBroken, fenceSlow       string
 	stuck                        *model.Router
+	// The step invariants (check.Publish, check.Resume) at each record write and RESUME
+	// as it takes effect: the first violation, when each successful CUTOVER on the
+	// designated instance took effect (the simulator's step count; onTime: its request
+	// arrived before its call was answered, so the machine could learn of it) and how many
+	// times that instance had crashed by then, and when routing last moved (0: not yet).
+	stepViolation     *detsim.Violation
+	cutAt, cutOnTime  int
+	cutCrashes, moved int
+	moves             int
 }
 
 func hostCutover(d *daemon) *cutoverRun {
@@ -295,7 +304,14 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	case cutover.WriteRecord:
 		st := f.store
 		s.Net.Call(ctl, f.storeNode, "cas v"+strconv.FormatUint(x.Expect, 10), 0,
-			func(rep detsim.Reply) { v, err := st.CAS(dbRef, x.Expect, x.Record); rep(v, err) },
+			func(rep detsim.Reply) {
+				cur := st.Current(dbRef)
+				v, err := st.CAS(dbRef, x.Expect, x.Record)
+				if err == nil {
+					c.published(cur, x.Record)
+				}
+				rep(v, err)
+			},
 			func(v any, err error) {
 				in := cutover.RecordWritten{Step: x.Step, Err: err}
 				in.Version, in.Conflict = written(v, err)
@@ -368,8 +384,14 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			func(rep detsim.Reply) { rep(nil, r.Pause(x.Database)) }, reply(x.Step))
 	case cutover.Resume:
 		r := f.router(x.Instance)
+		answered := false
 		s.Net.Call(ctl, r.Node, "resume", 0,
-			func(rep detsim.Reply) { rep(nil, r.Resume(x.Database)) }, reply(x.Step))
+			func(rep detsim.Reply) {
+				if r.Paused(x.Database) && !answered {
+					c.resumed(r) // one landing after its call failed is not the machine's decision now
+				}
+				rep(nil, r.Resume(x.Database))
+			}, func(v any, err error) { answered = true; reply(x.Step)(v, err) })
 	case cutover.Fence:
 		b := f.dir[x.Backend.Host]
 		switch c.fenceFault(); x.Backend.Host {
@@ -404,8 +426,19 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	case cutover.Cutover:
 		r := f.router(x.Instance)
 		c.drain(x, r, reply(x.Step), func() {
+			answered := false
 			s.Net.Call(ctl, r.Node, "cutover "+strconv.FormatInt(x.Task, 10), 0,
-				func(rep detsim.Reply) { r.Cutover(x.Task, rep) }, reply(x.Step))
+				func(rep detsim.Reply) {
+					r.Cutover(x.Task, func(v any, err error) {
+						if err == nil && r.ID == c.designated {
+							c.cutAt, c.cutCrashes = s.Steps(), len(r.Crashes)
+							if !answered {
+								c.cutOnTime = c.cutAt
+							}
+						}
+						rep(v, err)
+					})
+				}, func(v any, err error) { answered = true; reply(x.Step)(v, err) })
 		})
 	case cutover.WriteFiles:
 		s.Net.Call(ctl, f.files.Node, "write g"+strconv.FormatUint(x.Generation, 10), detsim.Idempotent,
@@ -647,6 +680,9 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 	if v := check.ReleasedWritable(f.hist, f.routers, f.order, appRole, excluded); v != nil {
 		return v
 	}
+	if c.stepViolation != nil {
+		return c.stepViolation
+	}
 	if c.done == nil {
 		return &detsim.Violation{Invariant: "converges", T: s.Now(),
 			Detail: fmt.Sprintf("the cutover started at t=%d is not done after the faults healed and a quiet period", c.started)}
@@ -656,6 +692,49 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 		return nil // an operator must decide: nothing converges on its own
 	}
 	return check.Converged(f.routers, db, final.Generation, hostsOf(final.Layout), s.Now())
+}
+
+// cut reports whether a CUTOVER on the designated instance took effect since routing last
+// moved. onTime counts only one whose request arrived before its call was answered, and
+// only while the instance keeps it: restarted, it routes by the files again and lists no
+// task, so the machine reads the CUTOVER as not taken and rolls back, rightly.
+func (c *cutoverRun) cut(onTime bool) bool {
+	if !onTime {
+		return c.cutAt > c.moved
+	}
+	return c.cutOnTime > c.moved && len(c.d.f.router(c.designated).Crashes) == c.cutCrashes
+}
+
+// fencedIn returns whether the application role is fenced on a backend host.
+func (c *cutoverRun) fencedIn(host string) bool { return c.d.f.dir[host].Fenced(appRole) }
+
+// published checks a record write that committed, from cur to next: one that moves routing
+// to the other layout (check.Publish).
+func (c *cutoverRun) published(cur, next *shardmap.Record) {
+	from, to := hostsOf(cur.Layout), hostsOf(next.Layout)
+	if slices.Equal(from, to) {
+		return
+	}
+	if c.stepViolation == nil {
+		c.stepViolation = check.Publish(check.Move{T: c.d.f.s.Now(), Generation: next.Generation,
+			Reverse: c.moves%2 == 1, Leaves: from,
+			Fenced: c.fencedIn, Cut: c.cut(false), Designated: c.designated})
+	}
+	c.moved, c.moves = c.d.f.s.Steps(), c.moves+1
+}
+
+// resumed checks a RESUME taking effect on r (check.Resume): onto the stored layout, open,
+// and not between a forward CUTOVER that took effect and its publish.
+func (c *cutoverRun) resumed(r *model.Router) {
+	if c.stepViolation != nil {
+		return
+	}
+	cur := c.d.f.store.Current(dbRef)
+	rs := check.Resumed{T: c.d.f.s.Now(), Instance: r.ID, Stored: cur.Generation, Serves: hostsOf(cur.Layout), Fenced: c.fencedIn}
+	if c.moves == 0 && c.cut(true) {
+		rs.Unpublished = cur.Generation + 1
+	}
+	c.stepViolation = check.Resume(rs)
 }
 
 // cutoverTiny is the exhaustive configuration: one source shard resharded to two, two
@@ -757,6 +836,9 @@ func cutoverTinyWith(s *detsim.Sim, mutant string, clients int) *detsim.Violatio
 	}
 	if v := check.ReleasedWritable(f.hist, f.routers, f.order, appRole, excluded); v != nil {
 		return v
+	}
+	if c.stepViolation != nil {
+		return c.stepViolation
 	}
 	if v := detsim.Pruned(s); v != nil || c.done == nil {
 		return v

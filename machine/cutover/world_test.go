@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/cutover"
 )
@@ -532,18 +534,9 @@ func (w *world) writeRecord(c cutover.WriteRecord) {
 	} else if err := next.ValidateNext(w.store); err != nil {
 		w.violate("record refused by the store: %v", err)
 	}
-	if w.layoutOf(next) == "dst" && w.layoutOf(w.store) == "src" {
-		for _, s := range w.src {
-			if !w.fenced[s] {
-				w.violate("generation %d published while source shard %s is not fenced", next.Generation, s)
-			}
-		}
-		if !w.cut {
-			w.violate("generation %d published before CUTOVER took effect on %s", next.Generation, w.designated)
-		}
-	}
-	if w.layoutOf(next) == "src" && w.layoutOf(w.store) == "dst" && !w.rcut {
-		w.violate("generation %d published before the reverse CUTOVER took effect", next.Generation)
+	if from, to := w.layoutOf(w.store), w.layoutOf(next); from != to {
+		w.report(check.Publish(check.Move{Generation: next.Generation, Reverse: to == "src", Leaves: w.shards(from),
+			Fenced: w.isFenced, Cut: to == "dst" && w.cut || to == "src" && w.rcut, Designated: w.designated}))
 	}
 	r := next.Clone()
 	r.Version = w.store.Version + 1
@@ -553,15 +546,21 @@ func (w *world) writeRecord(c cutover.WriteRecord) {
 
 // checkResume: an instance resumes only onto a published layout whose shards take writes.
 func (w *world) checkResume(inst string) {
+	r := check.Resumed{Instance: inst, Stored: w.store.Generation, Serves: w.shards(w.layoutOf(w.store)), Fenced: w.isFenced}
 	// (A CUTOVER that landed late may have taken effect without the machine knowing:
 	// resuming the others onto the source it rolls back to is then right.)
 	if w.cut && !w.rcut && w.store.Generation < w.g+1 && !w.lateCut {
-		w.violate("%s resumed while generation %d is not published (CUTOVER took effect)", inst, w.g+1)
+		r.Unpublished = w.g + 1
 	}
-	for _, s := range w.shards(w.layoutOf(w.store)) {
-		if w.fenced[s] {
-			w.violate("%s resumed while shard %s of the stored generation %d is fenced", inst, s, w.store.Generation)
-		}
+	w.report(check.Resume(r))
+}
+
+func (w *world) isFenced(s string) bool { return w.fenced[s] }
+
+// report records a violation of the checkers the world shares with the simulator.
+func (w *world) report(v *detsim.Violation) {
+	if v != nil {
+		w.violate("%s", v.Detail)
 	}
 }
 

@@ -1,0 +1,95 @@
+package check
+
+import (
+	"fmt"
+
+	"loam.dev/router/detsim"
+)
+
+// The cutover's step invariants (§6.4's order of steps 2–6), checked at the moment of the
+// effect they are about. They are the same code in both tiers: the cutover machine's world
+// test (machine/cutover, world_test.go) calls them as its world applies each record write
+// and RESUME, and the simulator's cutover scenarios as their executor applies them to the
+// models (detsim/scenario, cutover.go). Before they were shared, the simulator looked only
+// at the clients' history and the end state, so a scenario run with faults could publish
+// out of order and pass as long as no write happened to be lost in between.
+const (
+	// InvPublishFenced: a record write that moves the database's routing off a layout
+	// commits only while every shard of that layout is fenced, so nothing the layout
+	// takes after the publish is stranded on shards the new generation does not serve.
+	InvPublishFenced = "cutover-publish-fenced"
+	// InvPublishAfterCutover: such a write commits only once this direction's CUTOVER
+	// has taken effect on the designated instance (its stream carried the last writes
+	// and a stream runs back): before, a rollback or a failed swap would leave the store
+	// routing where the data is not.
+	InvPublishAfterCutover = "cutover-publish-after-cutover"
+	// InvResumeOpen: an instance resumes only onto the stored generation's layout with
+	// every shard of it open, and, once the CUTOVER took effect, only after the
+	// generation routing to the layout it moved to is stored. Resumed earlier, its held
+	// writes meet a fence (refused) or a layout no record routes to.
+	InvResumeOpen = "cutover-resume-open"
+)
+
+// Move is one record write that moves routing from one layout to the other, as it
+// commits.
+type Move struct {
+	T          int64
+	Generation uint64
+	// Reverse: routing moves back to the layout the cutover started from.
+	Reverse bool
+	// Leaves are the shards of the layout routing moves off; Fenced tells whether one is
+	// fenced as the write commits.
+	Leaves []string
+	Fenced func(shard string) bool
+	// Cut: this direction's CUTOVER took effect on Designated since routing last moved
+	// (and the instance kept it: a restart since routes it by the files again).
+	Cut        bool
+	Designated string
+}
+
+// Publish checks InvPublishFenced and InvPublishAfterCutover for one write.
+func Publish(m Move) *detsim.Violation {
+	for _, s := range m.Leaves {
+		if !m.Fenced(s) {
+			return &detsim.Violation{Invariant: InvPublishFenced, T: m.T,
+				Detail: fmt.Sprintf("generation %d published while shard %s of the layout it moves routing off is not fenced", m.Generation, s)}
+		}
+	}
+	if m.Cut {
+		return nil
+	}
+	d := fmt.Sprintf("generation %d published before CUTOVER took effect on %s", m.Generation, m.Designated)
+	if m.Reverse {
+		d = fmt.Sprintf("generation %d published before the reverse CUTOVER took effect on %s", m.Generation, m.Designated)
+	}
+	return &detsim.Violation{Invariant: InvPublishAfterCutover, T: m.T, Detail: d}
+}
+
+// Resumed is one instance's RESUME taking effect during a cutover.
+type Resumed struct {
+	T        int64
+	Instance string
+	// Stored is the stored generation and Serves the shards of the layout it routes to;
+	// Fenced tells whether one is fenced as the RESUME takes effect.
+	Stored uint64
+	Serves []string
+	Fenced func(shard string) bool
+	// Unpublished, when not zero, is the generation routing to the layout a CUTOVER that
+	// took effect moved the designated instance to, not stored yet.
+	Unpublished uint64
+}
+
+// Resume checks InvResumeOpen for one RESUME.
+func Resume(r Resumed) *detsim.Violation {
+	if r.Unpublished != 0 {
+		return &detsim.Violation{Invariant: InvResumeOpen, T: r.T,
+			Detail: fmt.Sprintf("%s resumed while generation %d is not published (CUTOVER took effect)", r.Instance, r.Unpublished)}
+	}
+	for _, s := range r.Serves {
+		if r.Fenced(s) {
+			return &detsim.Violation{Invariant: InvResumeOpen, T: r.T,
+				Detail: fmt.Sprintf("%s resumed while shard %s of the stored generation %d is fenced", r.Instance, s, r.Stored)}
+		}
+	}
+	return nil
+}
