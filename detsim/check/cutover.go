@@ -93,3 +93,53 @@ func Resume(r Resumed) *detsim.Violation {
 	}
 	return nil
 }
+
+// InvClaims is the cutover's false-alarm invariant: Done names in Missed, Lagging and
+// Unresumed only instances that did not answer its PAUSE, RELOAD or RESUME. An instance
+// every one of whose PAUSEs (RELOADs, RESUMEs) an attempt answered OK is not one: named,
+// the operator goes to resume or reload by hand an instance that is fine, and the list
+// hides the one that is not. It is also the check of the machine's reply matching: the
+// answers are the world's (the first answer of each attempt, as the world gave it), so a
+// machine that takes a late failure of an earlier attempt for its retry's names an
+// instance whose retry was answered OK.
+const InvClaims = "cutover-claims"
+
+// Hold kinds for Answered.
+const (
+	KindPause  = "PAUSE"
+	KindReload = "RELOAD"
+	KindResume = "RESUME"
+)
+
+// Answered is what the world answered the attempts of one of a cutover's commands to an
+// instance (one step, all its attempts): OK when one of them was answered OK.
+type Answered struct {
+	Instance, Kind string
+	OK             bool
+}
+
+// Claims checks InvClaims on a Done's lists against the answers, by step id without its
+// attempt. An instance with no command of the kind is not judged.
+func Claims(t int64, missed, lagging, unresumed []string, answers map[string]Answered) *detsim.Violation {
+	for _, l := range []struct {
+		kind, list string
+		names      []string
+	}{{KindPause, "Missed", missed}, {KindReload, "Lagging", lagging}, {KindResume, "Unresumed", unresumed}} {
+		for _, i := range l.names {
+			sent, ok := 0, 0
+			for _, a := range answers {
+				if a.Instance == i && a.Kind == l.kind {
+					sent++
+					if a.OK {
+						ok++
+					}
+				}
+			}
+			if sent > 0 && ok == sent {
+				return &detsim.Violation{Invariant: InvClaims, T: t,
+					Detail: fmt.Sprintf("Done lists %s in %s, but each of the %d %s steps sent to it had an attempt answered OK", i, l.list, sent, l.kind)}
+			}
+		}
+	}
+	return nil
+}

@@ -4,4 +4,9 @@
 // transaction) as "may have applied": it is never a failure of the system under test, and
 // both its presence and its absence in the data are accepted. Each invariant has a named
 // mutant that trips it, in the scenario tests.
+//
+// Several are shared with the machines' world tests, which call them on their own worlds'
+// state (issue 20 item 2): in-doubt's NoEarlyAlert (machine/indoubt), and the cutover's
+// step and claim invariants, Publish, Resume and Claims (machine/cutover). They take plain
+// values, not the simulator's models, so that both tiers can feed them.
 package check

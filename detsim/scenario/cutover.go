@@ -52,7 +52,7 @@ var Cutover = detsim.Scenario{
 		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
 		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold, MutantCatchUpWhileSyncing, MutantAnyNewerStreamTakes,
 		MutantNoCatchUpDeadline, MutantUndoUnfenceGivesUp, MutantReverseWithoutStream, MutantGraceFromSnapshot,
-		MutantResolveRenumbers, MutantStaleReverseTrusted, MutantSkipDrain, MutantAdoptAnyTask},
+		MutantResolveRenumbers, MutantStaleReverseTrusted, MutantSkipDrain, MutantAdoptAnyTask, MutantUnresumedOnRetry},
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny,
 	TinyPoints:  []string{"pgdog.cutover.crash", "backend.restart", "store.cas.conflict"},
@@ -121,6 +121,9 @@ const (
 	// MutantAnyNewerStreamTakes reads a CUTOVER as taken when any newer active task is
 	// listed (cutover.Mutants.AnyNewerStreamTakes).
 	MutantAnyNewerStreamTakes = "cutover-any-newer-stream-takes"
+	// MutantUnresumedOnRetry names in Done.Unresumed every instance whose RESUME needed a
+	// retry (cutover.Mutants.UnresumedOnRetry): it trips cutover-claims.
+	MutantUnresumedOnRetry = "cutover-unresumed-on-retry"
 	// MutantNoCatchUpDeadline sets no catch-up deadline (cutover.Mutants.NoCatchUpDeadline).
 	MutantNoCatchUpDeadline = "cutover-no-catch-up-deadline"
 	// MutantUndoUnfenceGivesUp gives the rollback's Unfence up after Attempts failures
@@ -170,6 +173,7 @@ func cutoverMutants(mutant string) cutover.Mutants {
 		StaleReverseTrusted:       mutant == MutantStaleReverseTrusted,
 		SkipDrain:                 mutant == MutantSkipDrain,
 		AdoptAnyTask:              mutant == MutantAdoptAnyTask,
+		UnresumedOnRetry:          mutant == MutantUnresumedOnRetry,
 	}
 }
 
@@ -211,7 +215,10 @@ type cutoverRun struct {
 	// designated instance took effect (the simulator's step count; onTime: its request
 	// arrived before its call was answered, so the machine could learn of it) and how many
 	// times that instance had crashed by then, and when routing last moved (0: not yet).
-	stepViolation     *detsim.Violation
+	stepViolation *detsim.Violation
+	// answers is what the machine was answered for each PAUSE, RELOAD and RESUME step,
+	// for check.Claims.
+	answers           map[string]check.Answered
 	cutAt, cutOnTime  int
 	cutCrashes, moved int
 	moves             int
@@ -300,6 +307,10 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	reply := func(step string) func(any, error) {
 		return func(_ any, err error) { back(cutover.Reply{Step: step, Err: err}) }
 	}
+	inc := s.Net.Incarnation(ctl)
+	answered := func(kind, inst, step string) func(any, error) {
+		return func(v any, err error) { c.answer(inc, kind, inst, step, err); reply(step)(v, err) }
+	}
 	switch x := cmd.(type) {
 	case cutover.WriteRecord:
 		st := f.store
@@ -373,7 +384,10 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	case cutover.Pause:
 		if c.holdStatements(); c.stuck != nil && x.Instance == c.stuck.ID {
 			s.Probe("held.missed")
-			refuseAdmin(s, x.Instance, "Pause", func(err error) { back(cutover.Reply{Step: x.Step, Err: err}) })
+			refuseAdmin(s, x.Instance, "Pause", func(err error) {
+				c.answer(inc, check.KindPause, x.Instance, x.Step, err)
+				back(cutover.Reply{Step: x.Step, Err: err})
+			})
 			return
 		}
 		r := f.router(x.Instance)
@@ -381,17 +395,17 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 		// timed out can still land late: a late RESUME after the reverse PAUSE is the
 		// machine's to report (Done.Unresumed), and the fence keeps writes safe meanwhile.
 		s.Net.Call(ctl, r.Node, "pause", 0,
-			func(rep detsim.Reply) { rep(nil, r.Pause(x.Database)) }, reply(x.Step))
+			func(rep detsim.Reply) { rep(nil, r.Pause(x.Database)) }, answered(check.KindPause, x.Instance, x.Step))
 	case cutover.Resume:
 		r := f.router(x.Instance)
-		answered := false
+		settled := false
 		s.Net.Call(ctl, r.Node, "resume", 0,
 			func(rep detsim.Reply) {
-				if r.Paused(x.Database) && !answered {
+				if r.Paused(x.Database) && !settled {
 					c.resumed(r) // one landing after its call failed is not the machine's decision now
 				}
 				rep(nil, r.Resume(x.Database))
-			}, func(v any, err error) { answered = true; reply(x.Step)(v, err) })
+			}, func(v any, err error) { settled = true; answered(check.KindResume, x.Instance, x.Step)(v, err) })
 	case cutover.Fence:
 		b := f.dir[x.Backend.Host]
 		switch c.fenceFault(); x.Backend.Host {
@@ -446,7 +460,7 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 	case cutover.Reload:
 		r := f.router(x.Instance)
 		s.Net.Call(ctl, r.Node, "reload g"+strconv.FormatUint(x.Generation, 10), detsim.Idempotent,
-			func(rep detsim.Reply) { _, err := r.Reload(); rep(nil, err) }, reply(x.Step))
+			func(rep detsim.Reply) { _, err := r.Reload(); rep(nil, err) }, answered(check.KindReload, x.Instance, x.Step))
 	case cutover.StopTask:
 		r := f.router(x.Instance)
 		s.Net.Call(ctl, r.Node, "stop_task", detsim.Idempotent,
@@ -683,6 +697,11 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 	if c.stepViolation != nil {
 		return c.stepViolation
 	}
+	if c.done != nil {
+		if v := check.Claims(s.Now(), c.done.Missed, c.done.Lagging, c.done.Unresumed, c.answers); v != nil {
+			return v
+		}
+	}
 	if c.done == nil {
 		return &detsim.Violation{Invariant: "converges", T: s.Now(),
 			Detail: fmt.Sprintf("the cutover started at t=%d is not done after the faults healed and a quiet period", c.started)}
@@ -703,6 +722,21 @@ func (c *cutoverRun) cut(onTime bool) bool {
 		return c.cutAt > c.moved
 	}
 	return c.cutOnTime > c.moved && len(c.d.f.router(c.designated).Crashes) == c.cutCrashes
+}
+
+// answer records, for check.Claims, the answer to an attempt of a PAUSE, RELOAD or
+// RESUME step as the machine is fed it: only while the controller process that sent it
+// runs (the host drops it otherwise), and as the world gave it, before lateReplies feeds
+// a failure again.
+func (c *cutoverRun) answer(inc uint64, kind, inst, step string, err error) {
+	if n := c.d.ctl.Node; !c.d.f.s.Net.Up(n) || c.d.f.s.Net.Incarnation(n) != inc {
+		return
+	}
+	if c.answers == nil {
+		c.answers = map[string]check.Answered{}
+	}
+	base, _, _ := strings.Cut(step, "#")
+	c.answers[base] = check.Answered{Instance: inst, Kind: kind, OK: c.answers[base].OK || err == nil}
 }
 
 // fencedIn returns whether the application role is fenced on a backend host.

@@ -46,6 +46,9 @@ var mutants = []mutant{
 	{"cutover", scenario.MutantSkipFence, check.InvPublishFenced, 300},
 	{"cutover", scenario.MutantPublishBeforeCutover, check.InvPublishAfterCutover, 50},
 	{"cutover", scenario.MutantResumeBeforePublish, check.InvResumeOpen, 50},
+	// Done's false alarms (check.Claims, shared with the world test): an instance whose
+	// RESUME needed a retry named unresumed; 12 of seeds 1..300, the first at 13.
+	{"cutover", scenario.MutantUnresumedOnRetry, check.InvClaims, 200},
 	{"cutover", scenario.MutantLeakyFence, "no-phantom", 3000},
 	// A CUTOVER that lands after the machine gave up on it swaps the designated instance
 	// again; with the destination unfenced by the rollback its writes go where no stream
@@ -226,6 +229,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvPublishFenced, ""},
 	{check.InvPublishAfterCutover, ""},
 	{check.InvResumeOpen, ""},
+	{check.InvClaims, ""},
 	{check.InvT1, ""},
 	{check.InvT2, ""},
 	{check.InvT3, ""},

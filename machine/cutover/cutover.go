@@ -886,7 +886,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, m.after(st))
 	case stResume:
 		for _, o := range m.s.Ops {
-			if o.State == opFailed {
+			if o.State == opFailed || m.s.Plan.Options.Mutants.UnresumedOnRetry && o.Attempt > 0 {
 				m.s.Unresumed = append(m.s.Unresumed, o.Target)
 			}
 		}
@@ -948,7 +948,7 @@ func (m *Machine) advance(ctx *machine.Ctx) {
 		m.enter(ctx, stUndoResume)
 	case stUndoResume:
 		for _, o := range m.s.Ops {
-			if o.State == opFailed {
+			if o.State == opFailed || m.s.Plan.Options.Mutants.UnresumedOnRetry && o.Attempt > 0 {
 				m.s.Unresumed = append(m.s.Unresumed, o.Target)
 			}
 		}

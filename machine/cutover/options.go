@@ -182,6 +182,11 @@ type Mutants struct {
 	// source shard that refuses every write. Trips "shard ... fenced=true, want false"
 	// (TestRollbackUnfenceRetriedUntilItSucceeds).
 	UndoUnfenceGivesUp bool
+	// UnresumedOnRetry lists in Done.Unresumed every instance whose RESUME needed a retry,
+	// reading the op's failed attempts instead of its state: one whose retry was answered
+	// OK is named as not resumed. Trips cutover-claims in the world model
+	// (TestMutantsTripInvariants) and in the simulator's cutover scenario.
+	UnresumedOnRetry bool
 	// ReverseWithoutStream carries out a Reverse although no reverse stream is known (d
 	// restarted after its CUTOVER, or the CUTOVER started none): every instance is paused
 	// and both layouts fenced for a reverse CUTOVER of no task, which the listing after it

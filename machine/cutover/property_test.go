@@ -200,7 +200,7 @@ func run(c chooser, cfg runConfig) runResult {
 		case k < 83:
 			for _, cmd := range pending {
 				if c.pick(2, "ranBeforeCrash") == 1 {
-					w.apply(cmd, nil, false)
+					w.ranUnanswered(cmd)
 				}
 			}
 			w.crash()
@@ -372,6 +372,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"SkipCheck", cutover.Mutants{SkipCheck: true}, "serving ended with the designated instance", 2000, 200},
 		{"ReverseKeepsDesignated", cutover.Mutants{ReverseKeepsDesignated: true}, "reversed but the designated instance", 200, 200},
 		{"SilentLostCopy", cutover.Mutants{SilentLostCopy: true}, "no Alert says so", 2000, 200},
+		{"UnresumedOnRetry", cutover.Mutants{UnresumedOnRetry: true}, "in Unresumed, but each of the", 200, 200},
 		{"SkipDrain", cutover.Mutants{SkipDrain: true}, "sent without draining shard", 0, 0},
 		{"SkipDrain/lost", cutover.Mutants{SkipDrain: true}, "acknowledged writes lost", 0, 0},
 		{"SkipReverseDrain", cutover.Mutants{SkipReverseDrain: true}, "sent without draining shard n0 of the dst layout", 0, 0},

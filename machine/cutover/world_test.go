@@ -121,6 +121,9 @@ type world struct {
 	slotLagSyncing bool
 	// stuckLag: the stream is slower than the writes, so the copy's lag never falls.
 	stuckLag bool
+	// answers is what the world answered each PAUSE, RELOAD and RESUME step (by its step
+	// id without the attempt), for check.Claims.
+	answers map[string]check.Answered
 	// alerts counts the Alerts the machine raised. A task the cutover leaves running,
 	// whether it knew its id or not (a COPY_DATA whose answer was lost), needs an Alert.
 	alerts int
@@ -166,7 +169,7 @@ func newWorld(rec *shardmap.Record, instances []string, designated string, first
 		g: rec.Generation, instances: instances, designated: designated,
 		store: rec.Clone(), files: rec.Generation, filesOn: "src",
 		fenced: map[string]bool{}, routes: map[string]string{}, loaded: map[string]string{}, paused: map[string]bool{},
-		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{}, kinds: map[int64]string{},
+		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{}, kinds: map[int64]string{}, answers: map[string]check.Answered{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
 		held: map[string]heldQuery{}, retrying: map[string]heldQuery{},
 	}
@@ -403,6 +406,15 @@ func (w *world) crash() { w.inflight = nil }
 // feeds back. fail makes the command fail; applied says whether a failed command took
 // effect anyway (the reply was lost, or it failed half-way).
 func (w *world) apply(c cutover.Command, fail error, applied bool) cutover.Input {
+	w.answered(c, fail)
+	return w.effect(c, fail, applied)
+}
+
+// ranUnanswered executes a command whose answer the machine never gets (the driver
+// crashed first): check.Claims does not count it as answered.
+func (w *world) ranUnanswered(c cutover.Command) { w.effect(c, nil, false) }
+
+func (w *world) effect(c cutover.Command, fail error, applied bool) cutover.Input {
 	w.settle(c)
 	effect := fail == nil || applied
 	switch c := c.(type) {
@@ -688,8 +700,26 @@ func (w *world) swapAndFail(c cutover.Cutover) {
 	w.checkSplit("a failed CUTOVER")
 }
 
+// answered records the answer to a PAUSE, RELOAD or RESUME attempt for check.Claims.
+func (w *world) answered(c cutover.Command, fail error) {
+	var inst, kind string
+	switch c := c.(type) {
+	case cutover.Pause:
+		inst, kind = c.Instance, check.KindPause
+	case cutover.Reload:
+		inst, kind = c.Instance, check.KindReload
+	case cutover.Resume:
+		inst, kind = c.Instance, check.KindResume
+	default:
+		return
+	}
+	b := baseStep(stepOf(c))
+	w.answers[b] = check.Answered{Instance: inst, Kind: kind, OK: w.answers[b].OK || fail == nil}
+}
+
 // checkEnd checks the world against the outcome the machine reported.
 func (w *world) checkEnd(d cutover.Done) {
+	w.report(check.Claims(0, d.Missed, d.Lagging, d.Unresumed, w.answers))
 	if d.Outcome == cutover.Finalized || d.Outcome == cutover.RolledBack || d.Outcome == cutover.Reversed {
 		for _, i := range w.instances {
 			if w.paused[i] && !slices.Contains(d.Unresumed, i) {

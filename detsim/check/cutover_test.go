@@ -1,0 +1,57 @@
+package check_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/detsim/check"
+)
+
+// TestCutoverCheckers: each of the cutover's shared checkers names its invariant on the
+// step or the claim that breaks it, and passes the protocol's own.
+func TestCutoverCheckers(t *testing.T) {
+	fenced := map[string]bool{"s0": true, "s1": true}
+	isFenced := func(s string) bool { return fenced[s] }
+	move := check.Move{Generation: 5, Leaves: []string{"s0", "s1"}, Fenced: isFenced, Cut: true, Designated: "d"}
+	require.Nil(t, check.Publish(move))
+
+	fenced["s1"] = false
+	v := check.Publish(move)
+	require.NotNil(t, v)
+	require.Equal(t, check.InvPublishFenced, v.Invariant)
+	require.Contains(t, v.Detail, "shard s1")
+
+	fenced["s1"] = true
+	move.Cut = false
+	v = check.Publish(move)
+	require.Equal(t, check.InvPublishAfterCutover, v.Invariant)
+	require.Contains(t, v.Detail, "before CUTOVER took effect on d")
+	move.Reverse = true
+	require.Contains(t, check.Publish(move).Detail, "the reverse CUTOVER")
+
+	open := check.Resumed{Instance: "i", Stored: 5, Serves: []string{"n0"}, Fenced: isFenced}
+	require.Nil(t, check.Resume(open))
+	fenced["n0"] = true
+	require.Equal(t, check.InvResumeOpen, check.Resume(open).Invariant)
+	fenced["n0"] = false
+	open.Unpublished = 5
+	require.Contains(t, check.Resume(open).Detail, "generation 5 is not published")
+
+	answers := map[string]check.Answered{
+		"app/4/resume/i":          {Instance: "i", Kind: check.KindResume, OK: true},
+		"app/4/reverse1/resume/i": {Instance: "i", Kind: check.KindResume, OK: false},
+		"app/4/resume/j":          {Instance: "j", Kind: check.KindResume, OK: true},
+		"app/4/pause/j":           {Instance: "j", Kind: check.KindPause, OK: false},
+	}
+	// i failed one RESUME step: naming it is right. j failed its PAUSE, not its RESUME.
+	require.Nil(t, check.Claims(0, []string{"j"}, nil, []string{"i"}, answers))
+	// k was sent nothing of the kind: not judged.
+	require.Nil(t, check.Claims(0, []string{"k"}, []string{"k"}, []string{"k"}, answers))
+	v = check.Claims(0, nil, nil, []string{"i", "j"}, answers)
+	require.NotNil(t, v)
+	require.Equal(t, check.InvClaims, v.Invariant)
+	require.Contains(t, v.Detail, "Done lists j in Unresumed")
+	require.Equal(t, check.InvClaims, check.Claims(0, nil, []string{"j"}, nil,
+		map[string]check.Answered{"r": {Instance: "j", Kind: check.KindReload, OK: true}}).Invariant)
+}
