@@ -180,7 +180,8 @@ type Mutants struct {
 	// UndoUnfenceGivesUp gives the rollback's Unfence of a source shard up after Attempts
 	// failures, like an ordinary command: the rollback resumes every instance onto a
 	// source shard that refuses every write. Trips "shard ... fenced=true, want false"
-	// (TestRollbackUnfenceRetriedUntilItSucceeds).
+	// (TestRollbackUnfenceRetriedUntilItSucceeds), and released-writable in the simulator's
+	// cutover-undo world.
 	UndoUnfenceGivesUp bool
 	// ReverseWithoutStream carries out a Reverse although no reverse stream is known (d
 	// restarted after its CUTOVER, or the CUTOVER started none): every instance is paused
