@@ -25,8 +25,9 @@
 //   - vreshard: machine/vreshard resharding a Vitess keyspace through a vtctld model, with
 //     controller restarts: no step twice, writes only after a clean VDiff, the record
 //     mirrors the PRIMARY partition, completion (vreshard.go).
-//   - cutover-drain, cutover-windows: the cutover's world with a window open every run
-//     in which one of its protections is what keeps an invariant (cutover_worlds.go).
+//   - cutover-drain, cutover-windows, cutover-undo: the cutover's world with a window open
+//     every run in which one of its protections is what keeps an invariant
+//     (cutover_worlds.go).
 //   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
 //     mode (TestExploreCutoverCrash).
 //   - fencing-late (KnownIssues, not in All): a known issue of the fencing migration,
@@ -46,7 +47,7 @@ import "loam.dev/router/detsim"
 // All lists every scenario.
 func All() []detsim.Scenario {
 	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover,
-		VReshard, Causal, CutoverDrain, CutoverWindows}
+		VReshard, Causal, CutoverDrain, CutoverWindows, CutoverUndo}
 }
 
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;

@@ -127,7 +127,7 @@ const (
 	// MutantNoCatchUpDeadline sets no catch-up deadline (cutover.Mutants.NoCatchUpDeadline).
 	MutantNoCatchUpDeadline = "cutover-no-catch-up-deadline"
 	// MutantUndoUnfenceGivesUp gives the rollback's Unfence up after Attempts failures
-	// (cutover.Mutants.UndoUnfenceGivesUp).
+	// (cutover.Mutants.UndoUnfenceGivesUp): it trips released-writable in cutover-undo.
 	MutantUndoUnfenceGivesUp = "cutover-undo-unfence-gives-up"
 	// MutantReverseWithoutStream reverses although no reverse stream is known
 	// (cutover.Mutants.ReverseWithoutStream).

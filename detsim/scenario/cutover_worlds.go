@@ -81,6 +81,62 @@ var CutoverWindows = detsim.Scenario{
 	},
 }
 
+// CutoverUndo is the cutover scenario under its faults with, every run, a rollback whose
+// release of a source shard that shard refuses for a while: one destination shard's fence
+// fails for good (fault backend.fence.fail_slow's broken shard, without the slow one), so
+// the fence stage fails and the cutover rolls back, and one source shard refuses the
+// rollback's Unfence (its connections exhausted, 53300) one to three times more than
+// Attempts, then takes it. A client writes through each instance but the designated one in
+// a closed loop until 2 s after the cutover is done, so the resumed instances have traffic
+// for that shard. The rollback's Unfence retried until it succeeds is what keeps
+// released-writable: given up after Attempts (MutantUndoUnfenceGivesUp), the instances
+// resume onto the shard still fenced and every write to it is refused.
+var CutoverUndo = detsim.Scenario{
+	Name:    "cutover-undo",
+	Points:  slices.Clone(cutoverPoints),
+	Probes:  []string{"window.undo.refused", "window.undo.retried", "window.undo.unfenced", "cutover.rolled_back"},
+	Mutants: Cutover.Mutants,
+	World: func(s *detsim.Sim, mutant string) *detsim.Violation {
+		return cutoverWorldWith(s, mutant, undoWindow(s))
+	},
+}
+
+// undoWindow is CutoverUndo's world.
+func undoWindow(s *detsim.Sim) *cutoverWindow {
+	w := &cutoverWindow{}
+	var shard string
+	attempts, refused, refusals := 0, 0, 0
+	w.options = func(o *cutover.Options, _ int) { attempts = o.Attempts }
+	w.setup = func(f *fleet, c *cutoverRun) {
+		c.fenceBroken = c.dst[s.Intn(len(c.dst))].Host // the executor fails its Fence for good
+		shard = c.src[s.Intn(len(c.src))].Host
+		refusals = attempts + int(s.Between(1, 3))
+		for i, r := range f.routers {
+			if r.ID != c.designated {
+				closedLoop(f, c, i, "undo"+strconv.Itoa(i), int64(20_000+10_000*i), 2000)
+			}
+		}
+	}
+	w.intercept = func(cmd cutover.Command, back func(cutover.Input)) bool {
+		x, ok := cmd.(cutover.Unfence)
+		if !ok || x.Backend.Host != shard || !strings.Contains(x.Step, "/undo/unfence/") || strings.Contains(x.Step, "/reverse") {
+			return false
+		}
+		if refused == refusals {
+			s.Probe("window.undo.unfenced") // the rollback's Unfence outlasted the refusals
+			return false
+		}
+		if refused++; refused > attempts {
+			s.Probe("window.undo.retried") // retried past Attempts
+		}
+		s.Probe("window.undo.refused")
+		refuseLater(s, shard, "Unfence", &adapters.BackendError{Backend: shard, Op: "UnfenceWrites", Code: "53300",
+			Err: fmt.Errorf("sorry, too many clients already")}, func(err error) { back(cutover.Reply{Step: x.Step, Err: err}) })
+		return true
+	}
+	return w
+}
+
 // cutoverWindow is what a window changes in the cutover scenario's world: the options,
 // the fleet once built, the commands and answers between the machine and the world, and
 // what is checked at the end.
@@ -262,9 +318,12 @@ func heldWindow(s *detsim.Sim) *cutoverWindow {
 // refuseAdmin answers an admin command to instance with PgDog's refusal when its admin
 // connections are exhausted (53300), a round trip later; nothing is applied.
 func refuseAdmin(s *detsim.Sim, instance, op string, answer func(error)) {
-	s.After(2*s.Options().Net.DelayMax, detsim.Label{Kind: "reply", From: instance, What: op + " refused"}, func() {
-		answer(&adapters.RouterError{Instance: instance, Op: op, Code: "53300", Err: fmt.Errorf("too many admin connections")})
-	})
+	refuseLater(s, instance, op, &adapters.RouterError{Instance: instance, Op: op, Code: "53300", Err: fmt.Errorf("too many admin connections")}, answer)
+}
+
+// refuseLater answers op, sent to from, with err a round trip later; nothing is applied.
+func refuseLater(s *detsim.Sim, from, op string, err error, answer func(error)) {
+	s.After(2*s.Options().Net.DelayMax, detsim.Label{Kind: "reply", From: from, What: op + " refused"}, func() { answer(err) })
 }
 
 // swapFailsWindow: see CutoverWindows (window 1).

@@ -180,7 +180,8 @@ type Mutants struct {
 	// UndoUnfenceGivesUp gives the rollback's Unfence of a source shard up after Attempts
 	// failures, like an ordinary command: the rollback resumes every instance onto a
 	// source shard that refuses every write. Trips "shard ... fenced=true, want false"
-	// (TestRollbackUnfenceRetriedUntilItSucceeds).
+	// (TestRollbackUnfenceRetriedUntilItSucceeds), and released-writable in the simulator's
+	// cutover-undo world.
 	UndoUnfenceGivesUp bool
 	// UnresumedOnRetry lists in Done.Unresumed every instance whose RESUME needed a retry,
 	// reading the op's failed attempts instead of its state: one whose retry was answered
