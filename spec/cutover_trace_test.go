@@ -68,6 +68,8 @@ func cutoverEvents(events []map[string]any) []cutEvent {
 				e.Pick = "took"
 			case strings.Contains(errText, "after the swap"):
 				e.Pick = "swapfailed"
+			case strings.Contains(errText, "no logical replication slot"):
+				e.Pick = "gone" // the drain found no slot: CUTOVER was not sent
 			case strings.Contains(errText, "may have applied"):
 				e.Pick = "lost"
 			default:

@@ -240,49 +240,74 @@ func hostCutover(d *daemon) *cutoverRun {
 // postgres.Backend.AwaitSlotDrain): on each shard of x.Drain at once, read the shard's WAL
 // position, then poll every 5 ms until the stream of d's task through the slot has
 // carried everything up to it, for at most the instance's cutover timeout (the budget
-// the pause has). Then cut; any failure is the Cutover's answer instead, and CUTOVER is
-// not sent.
+// the pause has, and AwaitSlotDrain's DrainTimeout). Each read is a call of its own, as
+// each of AwaitSlotDrain's queries is: a drain longer than one call's timeout is not cut
+// short by it (it once was, and a reverse whose stream needed longer than that to drain
+// failed every round, for ever, while the operator kept asking for it), and one lost
+// request costs one call's timeout, not the drain's. Then cut; any failure is the
+// Cutover's answer instead, and CUTOVER is not sent.
 func (c *cutoverRun) drain(x cutover.Cutover, r *model.Router, fail func(any, error), cut func()) {
 	s, f := c.d.f.s, c.d.f
 	if len(x.Drain) == 0 {
 		cut()
 		return
 	}
+	ctl := c.d.ctl.Node
+	inc := s.Net.Incarnation(ctl)
 	left, errs := len(x.Drain), []error(nil)
 	wait := cmp.Or(r.CutoverTimeout, 30_000)
+	deadline := s.Now() + wait
 	for _, d := range x.Drain {
 		b := f.dir[d.Backend.Host]
-		s.Net.Call(c.d.ctl.Node, b.Node, "drain "+d.Shard, detsim.Idempotent,
-			func(rep detsim.Reply) {
-				at, deadline := b.LSN(), s.Now()+wait
-				var poll func()
-				poll = func() {
+		done := func(err error) {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if left--; left > 0 {
+				return
+			}
+			if len(errs) > 0 {
+				fail(nil, errors.Join(errs...))
+				return
+			}
+			cut()
+		}
+		var at uint64
+		type polled struct{ drained, found bool }
+		var poll func()
+		poll = func() {
+			if s.Net.Incarnation(ctl) != inc || !s.Net.Up(ctl) {
+				return // the controller restarted: this executor is gone
+			}
+			s.Net.Call(ctl, b.Node, "drain "+d.Shard, detsim.Idempotent,
+				func(rep detsim.Reply) {
 					drained, found := r.SlotDrained(d.Slot, b, at)
-					switch {
-					case !found:
-						rep(nil, fmt.Errorf("no logical replication slot of %q on shard %s", d.Slot, d.Shard))
-					case drained:
-						rep(nil, nil)
+					rep(polled{drained, found}, nil)
+				},
+				func(v any, err error) {
+					switch p, _ := v.(polled); {
+					case err != nil:
+						done(err)
+					case !p.found:
+						done(fmt.Errorf("no logical replication slot of %q on shard %s", d.Slot, d.Shard))
+					case p.drained:
+						done(nil)
 					case s.Now() >= deadline:
-						rep(nil, fmt.Errorf("slot %q on shard %s not drained after %d ms", d.Slot, d.Shard, wait))
+						done(fmt.Errorf("slot %q on shard %s not drained after %d ms", d.Slot, d.Shard, wait))
 					default:
 						s.After(5, detsim.Label{Kind: "slot-drain", To: b.Name, What: d.Shard}, poll)
 					}
-				}
-				poll()
-			},
-			func(_ any, err error) {
+				})
+		}
+		s.Net.Call(ctl, b.Node, "drain target "+d.Shard, detsim.Idempotent,
+			func(rep detsim.Reply) { rep(b.LSN(), nil) },
+			func(v any, err error) {
 				if err != nil {
-					errs = append(errs, err)
-				}
-				if left--; left > 0 {
+					done(err)
 					return
 				}
-				if len(errs) > 0 {
-					fail(nil, errors.Join(errs...))
-					return
-				}
-				cut()
+				at = v.(uint64)
+				poll()
 			})
 	}
 }
