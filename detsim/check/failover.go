@@ -45,9 +45,20 @@ func OneWritablePrimary(shard string, routed map[string]string, writable func(se
 		Detail: fmt.Sprintf("shard %s has %d writable primaries routed at once: %s", shard, len(by), strings.Join(parts, " and "))}
 }
 
+// Primaries is what RecordMirrorsVitess reads of Vitess's topology: whether it has made a
+// tablet a shard's primary by now, and the shard's primary now. The simulator passes its
+// vtctld model; the failover machine's world test (machine/failover) its own world, so the
+// invariant is the same code in both tiers.
+type Primaries interface {
+	WasPrimary(shard, tablet string) bool
+	Primary(shard string) string
+}
+
+var _ Primaries = (*model.Vtctld)(nil)
+
 // RecordMirrorsVitess is InvMirrorsVitess for one stored record: every shard's tablet must
 // be one Vitess has made that shard's primary by now.
-func RecordMirrorsVitess(rec *shardmap.Record, v *model.Vtctld, now int64) *detsim.Violation {
+func RecordMirrorsVitess(rec *shardmap.Record, v Primaries, now int64) *detsim.Violation {
 	for _, l := range []*shardmap.Layout{&rec.Layout, rec.Target} {
 		if l == nil {
 			continue
@@ -56,7 +67,7 @@ func RecordMirrorsVitess(rec *shardmap.Record, v *model.Vtctld, now int64) *dets
 			if !v.WasPrimary(sh.Name, sh.Backend.Tablet) {
 				return &detsim.Violation{Invariant: InvMirrorsVitess, T: now,
 					Detail: fmt.Sprintf("record version %d (generation %d) names tablet %s primary of %s/%s, which Vitess has not made primary (Vitess's primary: %s)",
-						rec.Version, rec.Generation, sh.Backend.Tablet, v.Keyspace, sh.Name, v.Primary(sh.Name))}
+						rec.Version, rec.Generation, sh.Backend.Tablet, rec.Router.Name, sh.Name, v.Primary(sh.Name))}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/failover"
 )
@@ -159,8 +160,10 @@ func (w *world) write(next *shardmap.Record) {
 		if !w.fenced && w.fenceTries < w.attempts && (old.Host != w.promoted.Host || old.Port != w.promoted.Port) {
 			w.violate("record repointed before the old primary was fenced or tried %d times", w.attempts)
 		}
-		if w.start.Router.Kind == shardmap.Vitess && !w.reparented {
-			w.violate("record repointed before Vitess reparented the tablet")
+	}
+	if w.start.Router.Kind == shardmap.Vitess {
+		if v := check.RecordMirrorsVitess(next, vitessOf{w}, 0); v != nil {
+			w.violate("record repointed before Vitess reparented the tablet: %s", v.Detail)
 		}
 	}
 	r := next.Clone()
@@ -169,6 +172,25 @@ func (w *world) write(next *shardmap.Record) {
 	if b, _ := backendOf(r, w.shard); b.Host == w.promoted.Host && b.Port == w.promoted.Port {
 		w.promotedAt[r.Generation] = true
 	}
+}
+
+// vitessOf is the world's Vitess topology for check.RecordMirrorsVitess: the start's
+// primary of every shard, and the promoted tablet of the failed-over one once reparented.
+type vitessOf struct{ w *world }
+
+func (v vitessOf) WasPrimary(shard, tablet string) bool {
+	if b, ok := backendOf(v.w.start, shard); ok && b.Tablet == tablet {
+		return true
+	}
+	return shard == v.w.shard && v.w.reparented && tablet == v.w.promoted.Tablet
+}
+
+func (v vitessOf) Primary(shard string) string {
+	if shard == v.w.shard && v.w.reparented {
+		return v.w.promoted.Tablet
+	}
+	b, _ := backendOf(v.w.start, shard)
+	return b.Tablet
 }
 
 // removeShard is someone else's write that takes the shard out of the record (a reshard
