@@ -34,7 +34,10 @@ import (
 // write lost, snapshot isolation per shard without stale reads, no write accepted by one
 // layout after the other began serving (unless the other was fenced in between),
 // generations only increase and files only for published ones, released instances route
-// to writable shards, and every instance converges once faults heal.
+// to writable shards, routing moves only with the layout it leaves fenced and after its
+// CUTOVER took effect, a RESUME lands only on an open, published layout, Done's Missed,
+// Lagging and Unresumed name only instances that did not answer (those three shared with
+// the machine's world test), and every instance converges once faults heal.
 var Cutover = detsim.Scenario{
 	Name:   "cutover",
 	Points: append(slices.Clone(cutoverPoints), cutoverWindowPoints...),
