@@ -353,7 +353,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"PublishBeforeCutover", cutover.Mutants{PublishBeforeCutover: true}, "published before CUTOVER took effect", 0, 0},
 		{"ResumeBeforePublish", cutover.Mutants{ResumeBeforePublish: true}, "is not published (CUTOVER took effect)", 0, 0},
 		// (check.Resume reports the first thing wrong with a RESUME; its fenced-shard half
-		// is tripped by UndoUnfenceGivesUp, in TestRollbackUnfenceRetriedUntilItSucceeds.)
+		// is tripped by RetryReusesStep, in TestRetryHasItsOwnStep.)
 		{"PublishBeforeCutover/reverse", cutover.Mutants{PublishBeforeCutover: true}, "before the reverse CUTOVER took effect", 0, 0},
 		{"FilesBeforePublish", cutover.Mutants{FilesBeforePublish: true}, "files for generation 5 written while the store has 4", 0, 0},
 		{"ReverseReusesGeneration", cutover.Mutants{ReverseReusesGeneration: true}, "generation goes back from 5 to 4", 0, 0},
