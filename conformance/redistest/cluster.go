@@ -22,7 +22,8 @@ type Cluster struct {
 }
 
 // StartCluster starts n ≥ 1 primaries, splits the slots into n contiguous ranges, joins them
-// with CLUSTER MEET and waits until every node reports cluster_state:ok and knows every other.
+// with CLUSTER MEET and waits until every node reports cluster_state:ok, knows every other and
+// has heard of every node's (distinct) config epoch.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := Require(t)
@@ -52,6 +53,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		for slot := lo; slot <= hi; slot++ {
 			c.owner[slot] = i
 		}
+		// Distinct config epochs before the nodes meet, as redis-cli --cluster create sets them.
+		// Left at 0, the nodes resolve the collision by bumping epochs over gossip for seconds
+		// after start; a bump on a slot's old owner that lands between the two SETSLOT NODE
+		// of a move makes its stale claim outrank the new owner, which then drops the moved keys.
+		if err := s.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)).Error(); err != nil {
+			t.Fatalf("redistest: CLUSTER SET-CONFIG-EPOCH %d on %s: %v", i+1, s.Addr, err)
+		}
 	}
 	for _, s := range c.Nodes[1:] {
 		if err := s.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)).Error(); err != nil {
@@ -64,11 +72,17 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// waitOK waits until every node reports cluster_state:ok with all slots served, knows every
+// other node, and has heard of the newest config epoch (every cluster_current_epoch equal to
+// the largest cluster_my_epoch). The last condition is what makes the next move safe: the new
+// owner's SETSLOT NODE bumps its epoch to its current epoch + 1, which then outranks every
+// claim of the old owner.
 func (c *Cluster) waitOK(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
 		ok := true
+		var current, mine []int
 		for _, s := range c.Nodes {
 			info, err := s.Do(ctx, "CLUSTER", "INFO").ToString()
 			if err != nil {
@@ -80,6 +94,11 @@ func (c *Cluster) waitOK(ctx context.Context, timeout time.Duration) error {
 				ok, last = false, s.Addr+": "+info
 				break
 			}
+			current = append(current, infoInt(info, "cluster_current_epoch"))
+			mine = append(mine, infoInt(info, "cluster_my_epoch"))
+		}
+		if ok && (slices.Min(current) != slices.Max(mine) || slices.Max(current) != slices.Max(mine)) {
+			ok, last = false, fmt.Sprintf("current epochs %v, config epochs %v", current, mine)
 		}
 		if ok {
 			return nil
@@ -87,6 +106,18 @@ func (c *Cluster) waitOK(ctx context.Context, timeout time.Duration) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("redistest: cluster not ok after %s; last answer: %s", timeout, last)
+}
+
+// infoInt reads field from a CLUSTER INFO reply, -1 when absent or not a number.
+func infoInt(info, field string) int {
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // Addrs returns the seed addresses for a cluster client.
@@ -152,6 +183,9 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot uint16, to int, phases Move
 			}
 		}
 		c.owner[slot] = to
+		if err := c.waitOK(ctx, 30*time.Second); err != nil {
+			return fmt.Errorf("redistest: after moving slot %s: %w", sl, err)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,20 @@ func TestRealStandaloneStopsInCleanup(t *testing.T) {
 func TestRealClusterSlotsAndMove(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	ctx := context.Background()
+	epochs := func() (mine []int) {
+		for _, s := range c.Nodes {
+			info, err := s.Do(ctx, "CLUSTER", "INFO").ToString()
+			require.NoError(t, err)
+			_, v, _ := strings.Cut(info, "cluster_my_epoch:")
+			e, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(v, "\r", 2)[0]))
+			require.NoError(t, err, "cluster_my_epoch in %q", info)
+			mine = append(mine, e)
+		}
+		return mine
+	}
+	// Equal config epochs would let a stale claim of a moved slot's old owner outrank the new
+	// owner, which then drops the moved keys (seen: the GET below answered nil).
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(epochs()))), 3, "distinct config epochs")
 	n := c.Nodes[0]
 	for i := range 300 {
 		key := strconv.Itoa(i)
@@ -67,6 +82,9 @@ func TestRealClusterSlotsAndMove(t *testing.T) {
 	addr, moved := ve.IsMoved()
 	require.True(t, moved, "%v", err)
 	require.Equal(t, c.Nodes[to].Addr, addr)
+	after := epochs()
+	require.Equal(t, slices.Max(after), after[to], "the new owner holds the greatest config epoch: %v", after)
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(after))), 3, "distinct config epochs: %v", after)
 	v, err := c.Nodes[to].Do(ctx, "GET", key).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "v", v, "the key moved with its slot")
