@@ -7,6 +7,7 @@
 //
 // Several are shared with the machines' world tests, which call them on their own worlds'
 // state (issue 20 item 2): in-doubt's NoEarlyAlert (machine/indoubt), and the cutover's
-// step and claim invariants, Publish, Resume and Claims (machine/cutover). They take plain
-// values, not the simulator's models, so that both tiers can feed them.
+// step and claim invariants, Publish, Resume and Claims (machine/cutover), and ConfigPush's
+// step invariants, Steps (machine/configpush). They take plain values, not the simulator's
+// models, so that both tiers can feed them.
 package check

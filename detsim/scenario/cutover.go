@@ -707,6 +707,9 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 	if v := check.Generations(f.store, f.files, f.routers); v != nil {
 		return v
 	}
+	if v := c.d.checkSteps(); v != nil {
+		return v
+	}
 	// The designated instance is excluded too: its CUTOVER clears its holds (PgDog), and it
 	// then routes to the layout traffic moves to, fenced until the generation routing there
 	// is published (both directions), so what it held is refused until the machine pauses
@@ -888,6 +891,9 @@ func cutoverTinyWith(s *detsim.Sim, mutant string, clients int) *detsim.Violatio
 		return v
 	}
 	if v := check.Generations(f.store, f.files, f.routers); v != nil {
+		return v
+	}
+	if v := c.d.checkSteps(); v != nil {
 		return v
 	}
 	excluded := c.excluded()

@@ -8,6 +8,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/configpush"
@@ -34,6 +35,11 @@ type daemon struct {
 	// pushed holds the generations whose push ended (not refused): nothing of it is in
 	// flight any more.
 	pushed map[uint64]bool
+	// steps checks ConfigPush's step invariants on every command executed, with the code
+	// the machine's world test runs (check.Steps); stepViolation is the first it found.
+	steps         *check.Steps
+	stepTimeout   int64
+	stepViolation *detsim.Violation
 }
 
 // reconcileEvery is how often the daemon pushes the latest record again.
@@ -53,6 +59,7 @@ func newController(f *fleet) *daemon {
 }
 
 func (d *daemon) hostPush(opts configpush.Options) {
+	d.steps, d.stepTimeout = check.NewSteps(), opts.WithDefaults().StepTimeout.Milliseconds()
 	d.push = detsim.NewHost[configpush.Input, configpush.Command](d.ctl, configpush.New(opts), detsim.HostConfig[configpush.Input, configpush.Command]{
 		Name:       "configpush",
 		Exec:       d.execPush,
@@ -141,16 +148,30 @@ func (d *daemon) execPush(cmd configpush.Command) {
 	back := d.push.Caller()
 	switch c := cmd.(type) {
 	case configpush.WriteFiles:
+		var published uint64
+		if cur := f.store.Current(dbRef); cur != nil {
+			published = cur.Generation
+		}
+		// The controller's clock, which the machine's step deadlines are on (it jumps).
+		now := d.ctl.Now()
+		d.report(d.steps.WriteFiles(now, c.Step, c.Generation, published, now+d.stepTimeout))
 		s.Net.Call(d.ctl.Node, f.files.Node, "write g"+strconv.FormatUint(c.Generation, 10), detsim.Idempotent,
 			func(rep detsim.Reply) {
 				err := f.files.Write(c.Generation, c.Files)
+				if err == nil {
+					d.steps.Written(c.Generation)
+				}
 				if errors.Is(err, model.ErrNewerGeneration) {
 					err = fmt.Errorf("%w: %w", configpush.ErrNewerGeneration, err)
 				}
 				rep(nil, err)
 			},
-			func(_ any, err error) { back(configpush.FilesWritten{Step: c.Step, Attempt: c.Attempt, Err: err}) })
+			func(_ any, err error) {
+				d.steps.Answered(c.Step)
+				back(configpush.FilesWritten{Step: c.Step, Attempt: c.Attempt, Err: err})
+			})
 	case configpush.Reload:
+		d.report(d.steps.Reload(d.ctl.Now(), c.Instance, c.Generation))
 		r := f.router(c.Instance)
 		s.Net.Call(d.ctl.Node, r.Node, "reload g"+strconv.FormatUint(c.Generation, 10), detsim.Idempotent,
 			func(rep detsim.Reply) { a, err := r.Reload(); rep(a, err) },
@@ -182,6 +203,7 @@ func (d *daemon) execPush(cmd configpush.Command) {
 					Generation: o.Generation, Known: o.GenerationKnown, Err: err})
 			})
 	case configpush.Outcome:
+		d.steps.Outcome(c.Generation, c.Refused != "")
 		d.outcomes = append(d.outcomes, c)
 		if c.Refused == "" {
 			if d.pushed == nil {
@@ -205,6 +227,21 @@ func (d *daemon) execPush(cmd configpush.Command) {
 	default:
 		panic(fmt.Sprintf("scenario: configpush command %T has no executor", cmd))
 	}
+}
+
+// report keeps the first step violation.
+func (d *daemon) report(v *detsim.Violation) {
+	if d.stepViolation == nil {
+		d.stepViolation = v
+	}
+}
+
+// checkSteps is the first step violation of the daemon's ConfigPush, if it hosts one.
+func (d *daemon) checkSteps() *detsim.Violation {
+	if d == nil || d.steps == nil {
+		return nil
+	}
+	return d.stepViolation
 }
 
 func (f *fleet) routerIDs() []string {

@@ -495,6 +495,9 @@ func (r *failoverRun) check() *detsim.Violation {
 	if v := check.Generations(f.store, f.files, f.routers); v != nil {
 		return v
 	}
+	if v := r.d.checkSteps(); v != nil {
+		return v
+	}
 	a := r.cur
 	if a == nil || a.done == nil || a.done.Outcome != failover.Repointed {
 		return &detsim.Violation{Invariant: "converges", T: s.Now(),

@@ -28,6 +28,7 @@ var mutants = []mutant{
 	{"push", scenario.MutantPushUnpublished, "files-only-published", 100},
 	{"push", scenario.MutantRegressUnchecked, "generations-increase", 100},
 	{"push", scenario.MutantNoReconcile, "converges", 500},
+	{"push", scenario.MutantNoStrayWait, "push-one-write", 500},
 	{"bank", scenario.MutantCommitEarly, "2pc-atomic", 100},
 	{"bank", scenario.MutantAlertsDropped, "indoubt-alerts", 2000},
 	{"bank", scenario.MutantThresholdWrongUnit, check.InvNoEarlyAlert, 300},

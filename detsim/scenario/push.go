@@ -18,7 +18,9 @@ import (
 // parsing, files writes fail, the controller restarts and its clock jumps, and a stray
 // controller asks for files of a generation the record does not publish yet. It checks
 // that generations only increase, files are written only for published generations, and
-// every instance converges on the record once faults heal.
+// every instance converges on the record once faults heal; and, on every command the daemon
+// executes, the step invariants the machine's world test checks (check.Steps: one files
+// write awaited at a time, no RELOAD before its files landed, every push ends).
 var Push = detsim.Scenario{
 	Name: "push",
 	Points: []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset",
@@ -27,7 +29,7 @@ var Push = detsim.Scenario{
 	Probes: []string{"fault:pgdog.reload.after_parse", "fault:files.write.fail", "fault:store.cas.conflict",
 		"fault:ctl.restart", "fault:clock.jump", "ShardMap.Supersede", "ShardMap.Retry", "ShardMap.GiveUp",
 		"ShardMap.Restart", "ShardMap.Refuse", "push.superseded", "push.unknown", "operator.retry"},
-	Mutants:     []string{MutantPushUnpublished, MutantRegressUnchecked, MutantNoReconcile},
+	Mutants:     []string{MutantPushUnpublished, MutantRegressUnchecked, MutantNoReconcile, MutantNoStrayWait},
 	World:       pushWorld,
 	Tiny:        pushTiny,
 	TinyPoints:  []string{"pgdog.crash", "pgdog.reload.after_parse"},
@@ -48,6 +50,9 @@ const (
 	// the record again nor re-pushes, so a lost watch answer or an instance that was stuck
 	// is never caught up. It trips "converges".
 	MutantNoReconcile = "daemon-no-reconcile"
+	// MutantNoStrayWait is configpush.MutantNoStrayWait: a superseded push's files write
+	// is not waited for. It trips "push-one-write".
+	MutantNoStrayWait = "configpush-no-stray-wait"
 )
 
 func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation { return pushWorldOn(s, mutant, false) }
@@ -97,6 +102,12 @@ func pushWorldOn(s *detsim.Sim, mutant string, kube bool) *detsim.Violation {
 		return v
 	}
 	if v := check.Generations(f.store, f.files, f.routers); v != nil {
+		return v
+	}
+	if v := d.checkSteps(); v != nil {
+		return v
+	}
+	if v := d.steps.Ended(d.ctl.Now()); v != nil {
 		return v
 	}
 	final := f.store.Current(dbRef)
@@ -288,6 +299,9 @@ func pushTiny(s *detsim.Sim, mutant string) *detsim.Violation {
 	if v := check.Generations(f.store, f.files, f.routers); v != nil {
 		return v
 	}
+	if v := d.checkSteps(); v != nil {
+		return v
+	}
 	return detsim.Pruned(s)
 }
 
@@ -298,6 +312,8 @@ func pushMutant(mutant string) configpush.Mutant {
 		return configpush.MutantWriteUnpublished
 	case MutantRegressUnchecked:
 		return configpush.MutantRegress
+	case MutantNoStrayWait:
+		return configpush.MutantNoStrayWait
 	}
 	return configpush.MutantNone
 }

@@ -21,7 +21,7 @@ type Machine struct {
 
 // New returns an idle machine.
 func New(opts Options) *Machine {
-	return &Machine{opts: opts.withDefaults()}
+	return &Machine{opts: opts.WithDefaults()}
 }
 
 // On consumes one input and returns the commands to execute (see Command for the driver's
@@ -264,6 +264,9 @@ func (m *Machine) supersede(ctx *machine.Ctx, pr *Progress, gen uint64) {
 	ctx.Emit(Spec, ActSupersede, machine.U("gen", pr.Generation), machine.U("by", gen))
 	switch pr.FilesStep.State {
 	case StepAwaiting:
+		if m.opts.Mutant == MutantNoStrayWait {
+			break
+		}
 		m.s.Stray = &Stray{Generation: pr.Generation, Step: filesStep(pr.Generation), Attempt: pr.FilesStep.Attempt, At: pr.FilesStep.At}
 	case StepBackoff:
 		m.cancelTimer(filesStep(pr.Generation))

@@ -49,6 +49,10 @@ const (
 	// instance reports an older generation after it): the instance is given up on at once.
 	// It trips "every instance converges" when the files reach pods late.
 	MutantNoReloadRetry
+	// MutantNoStrayWait drops the wait for a superseded push's files write: the newer
+	// push's write is issued while the older one is still awaited, so the older files can
+	// land last. It trips "push-one-write".
+	MutantNoStrayWait
 )
 
 func (m Mutant) String() string {
@@ -61,6 +65,8 @@ func (m Mutant) String() string {
 		return "regress"
 	case MutantNoReloadRetry:
 		return "no-reload-retry"
+	case MutantNoStrayWait:
+		return "no-stray-wait"
 	}
 	return "unknown"
 }
@@ -73,8 +79,8 @@ const (
 	defaultAwait       = 30
 )
 
-// withDefaults fills zero fields.
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with its zero fields filled: the options New runs with.
+func (o Options) WithDefaults() Options {
 	if o.StepTimeout <= 0 {
 		o.StepTimeout = defaultStepTimeout
 	}

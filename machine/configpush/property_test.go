@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/render"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
@@ -33,12 +35,7 @@ type world struct {
 	pub    uint64               // the generation the store publishes
 	timers map[string]int64     // pending timers
 	out    []configpush.Command // issued commands whose reply may still come
-	files  map[uint64]bool      // generations with a successful FilesWritten delivered
-	writes map[string]int64     // files writes in flight: step -> deadline
-	last   uint64               // the highest generation a WriteFiles named
-	reload map[string]uint64    // per instance, the highest generation a Reload named
-	pushed map[uint64]bool      // accepted pushes (an Outcome must end each)
-	ended  map[uint64]bool      // generations whose Outcome was issued
+	steps  *check.Steps         // the step invariants, shared with the simulator
 	errs   []error              // every violation, in order
 }
 
@@ -48,8 +45,7 @@ func newWorld(t machinetest.TB, c machinetest.Chooser, opts configpush.Options) 
 	return &world{
 		t: t, c: c, opts: opts, m: configpush.New(opts), now: 1000, pub: 4,
 		rng:    rand.New(rand.NewChaCha8([32]byte{1})),
-		timers: map[string]int64{}, files: map[uint64]bool{}, writes: map[string]int64{},
-		reload: map[string]uint64{}, pushed: map[uint64]bool{}, ended: map[uint64]bool{},
+		timers: map[string]int64{}, steps: check.NewSteps(),
 	}
 }
 
@@ -89,9 +85,7 @@ func (w *world) step(in configpush.Input) {
 		case configpush.CancelTimer:
 			delete(w.timers, c.ID)
 		case configpush.Outcome:
-			if c.Refused == "" {
-				w.ended[c.Generation] = true
-			}
+			w.steps.Outcome(c.Generation, c.Refused != "")
 		default:
 			w.out = append(w.out, c)
 		}
@@ -100,36 +94,19 @@ func (w *world) step(in configpush.Input) {
 
 // check is every invariant on one issued command.
 func (w *world) check(c configpush.Command) {
-	// Writes whose deadline passed are no longer in flight.
-	for s, at := range w.writes {
-		if w.now >= at {
-			delete(w.writes, s)
-		}
-	}
+	var v *detsim.Violation
 	switch c := c.(type) {
 	case configpush.WriteFiles:
-		if c.Generation > w.pub {
-			w.violate("WriteFiles of generation %d while the store publishes %d (§6.4: only a published generation)", c.Generation, w.pub)
-		}
-		if c.Generation < w.last {
-			w.violate("WriteFiles of generation %d after %d: generations only increase", c.Generation, w.last)
-		}
-		w.last = max(w.last, c.Generation)
-		for s := range w.writes {
-			if s != c.Step {
-				w.violate("WriteFiles %s issued while %s is in flight", c.Step, s)
-			}
-		}
-		w.writes[c.Step] = w.now + w.opts.StepTimeout.Milliseconds()
-		w.pushed[c.Generation] = true
+		v = w.steps.WriteFiles(w.now, c.Step, c.Generation, w.pub, w.now+w.opts.StepTimeout.Milliseconds())
 	case configpush.Reload:
-		if !w.files[c.Generation] {
-			w.violate("Reload of %s to generation %d before its files were written", c.Instance, c.Generation)
-		}
-		if c.Generation < w.reload[c.Instance] {
-			w.violate("Reload of %s to generation %d after %d", c.Instance, c.Generation, w.reload[c.Instance])
-		}
-		w.reload[c.Instance] = max(w.reload[c.Instance], c.Generation)
+		v = w.steps.Reload(w.now, c.Instance, c.Generation)
+	}
+	w.report(v)
+}
+
+func (w *world) report(v *detsim.Violation) {
+	if v != nil {
+		w.violate("%s: %s", v.Invariant, v.Detail)
 	}
 }
 
@@ -150,9 +127,9 @@ func (w *world) reply(c configpush.Command) configpush.Input {
 	switch c := c.(type) {
 	case configpush.WriteFiles:
 		if err == nil {
-			w.files[c.Generation] = true
+			w.steps.Written(c.Generation)
 		}
-		delete(w.writes, c.Step)
+		w.steps.Answered(c.Step)
 		return configpush.FilesWritten{Step: c.Step, Attempt: c.Attempt, Err: err}
 	case configpush.Reload:
 		return configpush.Reloaded{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Err: err}
@@ -229,13 +206,9 @@ func (w *world) run(steps int) error {
 			return fmt.Errorf("timers still pending after 10000 firings")
 		}
 	}
+	w.report(w.steps.Ended(w.now))
 	if len(w.errs) > 0 {
 		return errors.Join(w.errs...)
-	}
-	for g := range w.pushed {
-		if !w.ended[g] {
-			return fmt.Errorf("the push of generation %d never reported an Outcome", g)
-		}
 	}
 	if s := w.m.Snapshot(); s.Push != nil && !s.Push.Done {
 		return fmt.Errorf("push of generation %d still running with nothing in flight", s.Push.Generation)
@@ -263,8 +236,9 @@ func TestPushMutantsAreCaught(t *testing.T) {
 		mutant configpush.Mutant
 		want   string
 	}{
-		{configpush.MutantWriteUnpublished, "while the store publishes"},
-		{configpush.MutantRegress, "generations only increase"},
+		{configpush.MutantWriteUnpublished, check.InvFilesOnlyPublished},
+		{configpush.MutantRegress, check.InvGenerationsIncrease},
+		{configpush.MutantNoStrayWait, check.InvOneWrite},
 	} {
 		t.Run(tc.mutant.String(), func(t *testing.T) {
 			opts := propOpts
