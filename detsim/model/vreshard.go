@@ -12,8 +12,8 @@ import (
 // Workflows is vtctld's Reshard workflow of one keyspace as machine/vreshard sees it
 // through driver.VReshardExecutor: the shards serving primary and replica traffic, the
 // workflow's life (copy, VDiffs, switches, complete, cancel), each call idempotent as the
-// executor makes it. It keeps what a checker needs: how often each step took effect, and
-// whether the writes switched before a clean VDiff.
+// executor makes it. It tells a checker (check.Reshard) of every effect through OnEffect
+// and OnWritesSwitched.
 //
 // What is simplified: the copy takes CopyPolls status reads; a VDiff completes on its
 // second show, clean; no rows are modelled (the traffic scenarios check rows). The lag is
@@ -29,8 +29,13 @@ type Workflows struct {
 	// Backlog and Drain are heavy writes: the streams' lag when the copy ends, ms, and how
 	// many ms of it the target catches up per second. Zero Backlog: a lag of 100 ms.
 	Backlog, Drain int64
-	// WriteStop is how long the forward switch of the writes stopped them, ms (-1: not yet).
-	WriteStop int64
+	// OnEffect, when set, is called with each step as it takes effect ("create", "vdiff
+	// create", "switch primary forward", "complete", "cancel", ...).
+	OnEffect func(step string)
+	// OnWritesSwitched, when set, is called as the forward switch of the writes takes
+	// effect: clean tells whether a VDiff finished clean before, stopMs how long the switch
+	// stopped the writes (the lag at that moment).
+	OnWritesSwitched func(clean bool, stopMs int64)
 
 	now     func() int64
 	copyEnd int64 // when a Status first said the copy was done (-1 before)
@@ -40,16 +45,12 @@ type Workflows struct {
 	polls                        int
 	vdiffs                       map[string]int
 	clean                        bool
-	// Effects counts the steps that took effect ("create", "switch primary forward", ...).
-	Effects map[string]int
-	// EarlyWrites is set when the writes switched before any VDiff finished clean.
-	EarlyWrites bool
 }
 
 // NewWorkflows adds vtctld's node for keyspace, resharding source into target.
 func NewWorkflows(s *detsim.Sim, name, keyspace string, source, target []string) *Workflows {
 	w := &Workflows{Keyspace: keyspace, Source: slices.Clone(source), Target: slices.Clone(target), CopyPolls: 2,
-		vdiffs: map[string]int{}, Effects: map[string]int{}, WriteStop: -1, copyEnd: -1, now: func() int64 { return 0 }}
+		vdiffs: map[string]int{}, copyEnd: -1, now: func() int64 { return 0 }}
 	if s != nil {
 		w.Node = s.Net.AddNode(name)
 		w.now = s.Now
@@ -89,6 +90,12 @@ func (w *Workflows) Srv() []adapters.SrvShard {
 	return out
 }
 
+func (w *Workflows) effect(step string) {
+	if w.OnEffect != nil {
+		w.OnEffect(step)
+	}
+}
+
 // Completed reports whether the workflow was completed.
 func (w *Workflows) Completed() bool { return w.completed }
 
@@ -96,7 +103,7 @@ func (w *Workflows) Completed() bool { return w.completed }
 func (w *Workflows) Create() {
 	if !w.exists && !w.completed && !w.cancelled {
 		w.exists = true
-		w.Effects["create"]++
+		w.effect("create")
 	}
 }
 
@@ -121,7 +128,7 @@ func (w *Workflows) VDiff(uuid string) (done bool, err error) {
 		return false, w.notFound()
 	}
 	if _, ok := w.vdiffs[uuid]; !ok {
-		w.Effects["vdiff create"]++
+		w.effect("vdiff create")
 		w.vdiffs[uuid] = 0
 		return false, nil
 	}
@@ -152,18 +159,15 @@ func (w *Workflows) Switch(types []string, reverse bool) error {
 		if *on == !reverse {
 			continue
 		}
-		if t == "primary" && !reverse && !w.clean {
-			w.EarlyWrites = true
-		}
-		if t == "primary" && !reverse {
-			w.WriteStop = w.Lag()
+		if t == "primary" && !reverse && w.OnWritesSwitched != nil {
+			w.OnWritesSwitched(w.clean, w.Lag())
 		}
 		*on = !reverse
 		dir := "forward"
 		if reverse {
 			dir = "reverse"
 		}
-		w.Effects["switch "+t+" "+dir]++
+		w.effect("switch " + t + " " + dir)
 	}
 	return nil
 }
@@ -177,7 +181,7 @@ func (w *Workflows) Complete() error {
 		return &adapters.VitessError{Op: "MoveTablesComplete", Keyspace: w.Keyspace, Code: "Unknown", Err: fmt.Errorf("cannot complete: traffic not switched")}
 	}
 	w.exists, w.completed = false, true
-	w.Effects["complete"]++
+	w.effect("complete")
 	return nil
 }
 
@@ -190,6 +194,6 @@ func (w *Workflows) Cancel() error {
 		return &adapters.VitessError{Op: "WorkflowDelete", Keyspace: w.Keyspace, Code: "Unknown", Err: fmt.Errorf("cannot cancel: writes are switched")}
 	}
 	w.exists, w.cancelled, w.reads = false, true, false
-	w.Effects["cancel"]++
+	w.effect("cancel")
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/scenario"
 )
 
@@ -105,8 +106,8 @@ func TestVReshardHeavyWritesPoint(t *testing.T) {
 	if scenario.MutantBuild || raceEnabled {
 		t.Skip("skipped: runs in the normal build without -race")
 	}
-	on, waited := sweepForced(scenario.VReshard, scenario.MutantVReshardIgnoreLag, forced(1, "writes.heavy"), 40, scenario.InvVReshardWriteStop, "vreshard.lag_wait")
-	off, _ := sweepForced(scenario.VReshard, scenario.MutantVReshardIgnoreLag, forced(0, "writes.heavy"), 40, scenario.InvVReshardWriteStop, "")
+	on, waited := sweepForced(scenario.VReshard, scenario.MutantVReshardIgnoreLag, forced(1, "writes.heavy"), 40, check.InvVReshardWriteStop, "vreshard.lag_wait")
+	off, _ := sweepForced(scenario.VReshard, scenario.MutantVReshardIgnoreLag, forced(0, "writes.heavy"), 40, check.InvVReshardWriteStop, "")
 	require.Equal(t, 40, on)
 	require.Equal(t, 40, waited)
 	require.Less(t, off, 40)

@@ -29,7 +29,8 @@ var Push = detsim.Scenario{
 	Probes: []string{"fault:pgdog.reload.after_parse", "fault:files.write.fail", "fault:store.cas.conflict",
 		"fault:ctl.restart", "fault:clock.jump", "ShardMap.Supersede", "ShardMap.Retry", "ShardMap.GiveUp",
 		"ShardMap.Restart", "ShardMap.Refuse", "push.superseded", "push.unknown", "operator.retry"},
-	Mutants:     []string{MutantPushUnpublished, MutantRegressUnchecked, MutantNoReconcile, MutantNoStrayWait},
+	Mutants: []string{MutantPushUnpublished, MutantRegressUnchecked, MutantNoReconcile, MutantNoStrayWait,
+		MutantReloadEarly, MutantSilentGiveUp},
 	World:       pushWorld,
 	Tiny:        pushTiny,
 	TinyPoints:  []string{"pgdog.crash", "pgdog.reload.after_parse"},
@@ -53,6 +54,12 @@ const (
 	// MutantNoStrayWait is configpush.MutantNoStrayWait: a superseded push's files write
 	// is not waited for. It trips "push-one-write".
 	MutantNoStrayWait = "configpush-no-stray-wait"
+	// MutantReloadEarly is configpush.MutantReloadEarly: the instances are reloaded while
+	// the files write is still in flight. It trips "push-reload-after-files".
+	MutantReloadEarly = "configpush-reload-early"
+	// MutantSilentGiveUp is configpush.MutantSilentGiveUp: a files write out of attempts
+	// ends nothing. It trips "push-ends".
+	MutantSilentGiveUp = "configpush-silent-give-up"
 )
 
 func pushWorld(s *detsim.Sim, mutant string) *detsim.Violation { return pushWorldOn(s, mutant, false) }
@@ -314,6 +321,10 @@ func pushMutant(mutant string) configpush.Mutant {
 		return configpush.MutantRegress
 	case MutantNoStrayWait:
 		return configpush.MutantNoStrayWait
+	case MutantReloadEarly:
+		return configpush.MutantReloadEarly
+	case MutantSilentGiveUp:
+		return configpush.MutantSilentGiveUp
 	}
 	return configpush.MutantNone
 }

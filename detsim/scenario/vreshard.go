@@ -7,6 +7,7 @@ import (
 
 	"loam.dev/router/adapters"
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/kernel/keyrange"
 	"loam.dev/router/kernel/shardmap"
@@ -14,26 +15,11 @@ import (
 	"loam.dev/router/machine/vreshard"
 )
 
-// The vreshard scenario's invariants and mutants.
+// The vreshard scenario's invariants (check.InvVReshard*, shared with machine/vreshard's
+// world test) and mutants. Under heavy writes (param heavy_writes) the streams lag by 10 to
+// 25 s when the copy ends and catch up 0.5 to 1 s a second: the MaxLagMs gate is what keeps
+// the stop of the writes short (check.InvVReshardWriteStop).
 const (
-	// InvVReshardOnce: no step of the workflow takes effect twice (create, a VDiff, each
-	// switch, complete), whatever is lost, duplicated or restarted.
-	InvVReshardOnce = "vreshard-no-step-twice"
-	// InvVReshardVDiff: the writes switch only after a VDiff finished with 0 mismatches.
-	InvVReshardVDiff = "vreshard-vdiff-before-writes"
-	// InvVReshardMirror: every record written names the PRIMARY partition vtgate serves at
-	// that moment, the check through vtgate runs only while the record does, and once the
-	// faults heal the reshard ends Completed with the record mirroring Vitess.
-	InvVReshardMirror = "vreshard-mirror"
-	// InvVReshardHold: the workflow completes (after which no ReverseTraffic is possible)
-	// only once the operator finalized the hold that follows the switch.
-	InvVReshardHold = "vreshard-complete-after-finalize"
-	// InvVReshardWriteStop: the forward switch of the writes stops them (the source
-	// read-only while SwitchTraffic waits for the target to catch up) for at most MaxLagMs.
-	// Under heavy writes (param heavy_writes) the streams lag by 10 to 25 s when the copy
-	// ends and catch up 0.5 to 1 s a second: the MaxLagMs gate is what keeps the stop short.
-	InvVReshardWriteStop = "vreshard-write-stop"
-
 	// MutantVReshardSkipVDiff switches without a VDiff (vreshard.Mutants.SkipVDiff).
 	MutantVReshardSkipVDiff = "vreshard-skip-vdiff"
 	// MutantVReshardSkipMirror does not mirror the switch of the writes.
@@ -47,17 +33,24 @@ const (
 	// MutantVReshardIgnoreLag counts the copy as caught up at any lag
 	// (vreshard.Mutants.IgnoreLag).
 	MutantVReshardIgnoreLag = "vreshard-ignore-lag"
+	// MutantVReshardSkipVerify holds without the check through vtgate
+	// (vreshard.Mutants.SkipVerify).
+	MutantVReshardSkipVerify = "vreshard-skip-verify"
+	// MutantVReshardRewriteSame writes a record that already mirrors Vitess
+	// (vreshard.Mutants.RewriteSame).
+	MutantVReshardRewriteSame = "vreshard-rewrite-same"
 )
 
 // VReshard is machine/vreshard on the controller resharding keyspace db's shard 0 into -80
 // and 80- through a vtctld model, under lost, duplicated and slow messages, controller
 // restarts (the machine restored from its snapshot) and store conflicts.
 var VReshard = detsim.Scenario{
-	Name:    "vreshard",
-	Points:  []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart", "writes.heavy"},
-	Probes:  []string{"fault:store.cas.conflict", "fault:ctl.restart", "fault:writes.heavy", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold", "vreshard.lag_wait"},
-	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold, MutantVReshardIgnoreLag},
-	World:   vreshardWorld,
+	Name:   "vreshard",
+	Points: []string{"net.drop", "net.duplicate", "net.partition", "net.slow", "net.reset", "store.cas.conflict", "ctl.restart", "writes.heavy"},
+	Probes: []string{"fault:store.cas.conflict", "fault:ctl.restart", "fault:writes.heavy", "VitessReshard.Done", "VitessReshard.Retry", "VitessReshard.Restart", "vreshard.hold", "vreshard.lag_wait"},
+	Mutants: []string{MutantVReshardSkipVDiff, MutantVReshardSkipMirror, MutantVReshardForgetSent, MutantVReshardSkipHold, MutantVReshardIgnoreLag,
+		MutantVReshardSkipVerify, MutantVReshardRewriteSame},
+	World: vreshardWorld,
 }
 
 type vreshardRun struct {
@@ -69,20 +62,30 @@ type vreshardRun struct {
 	host      *detsim.Host[vreshard.Input, vreshard.Command]
 	done      *vreshard.Done
 	violation *detsim.Violation
+	chk       *check.Reshard
 	held      bool // the machine reached the hold after the switch
 	finalized bool // the operator's Finalize reached the controller
+	verified  bool // a check through vtgate passed on the partition vtgate serves
 }
 
-func (r *vreshardRun) violate(inv, format string, a ...any) {
+// report keeps the first violation.
+func (r *vreshardRun) report(v *detsim.Violation) {
 	if r.violation == nil {
-		r.violation = &detsim.Violation{Invariant: inv, T: r.s.Now(), Detail: fmt.Sprintf(format, a...)}
+		r.violation = v
 	}
 }
 
 func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
-	r := &vreshardRun{s: s, store: model.NewStore(s)}
+	r := &vreshardRun{s: s, store: model.NewStore(s), chk: check.NewReshard(maxLagMs)}
 	r.storeNode = s.Net.AddNode("store")
 	r.vt = model.NewWorkflows(s, "vtctld", db, []string{"0"}, []string{"-80", "80-"})
+	r.vt.OnEffect = func(step string) {
+		r.report(r.chk.Effect(s.Now(), step))
+		if step == "complete" {
+			r.report(r.chk.Completed(s.Now(), r.verified, r.finalized))
+		}
+	}
+	r.vt.OnWritesSwitched = func(clean bool, stopMs int64) { r.report(r.chk.WritesSwitched(s.Now(), clean, stopMs)) }
 	r.vt.CopyPolls = s.Param("copy_polls", 1+s.Intn(4))
 	// Heavy writes in half the seeds, and wherever the swarm turns writes.heavy on.
 	heavy := s.Intn(2)
@@ -107,7 +110,8 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	rec, _ = r.store.Read(dbRef)
 	r.ctl = detsim.NewController(s, "ctl")
 	mu := vreshard.Mutants{SkipVDiff: mutant == MutantVReshardSkipVDiff, SkipMirror: mutant == MutantVReshardSkipMirror, ForgetSent: mutant == MutantVReshardForgetSent,
-		SkipHold: mutant == MutantVReshardSkipHold, IgnoreLag: mutant == MutantVReshardIgnoreLag}
+		SkipHold: mutant == MutantVReshardSkipHold, IgnoreLag: mutant == MutantVReshardIgnoreLag,
+		SkipVerify: mutant == MutantVReshardSkipVerify, RewriteSame: mutant == MutantVReshardRewriteSame}
 	r.host = detsim.NewHost[vreshard.Input, vreshard.Command](r.ctl, vreshard.New(), detsim.HostConfig[vreshard.Input, vreshard.Command]{
 		Name:       "vreshard",
 		Exec:       r.exec,
@@ -150,7 +154,6 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		}
 	})
 	s.OnHeal(func() { r.ctl.Boot() })
-	s.OnStep(r.checkStep)
 	start := vreshard.Start{Record: rec, Workflow: "split", Cell: "zone1", Source: []string{"0"}, Target: []string{"-80", "80-"},
 		Backends: map[string]shardmap.Backend{"-80": {Host: "db-1", Port: 3306, Database: db, Tablet: "zone1-0000000200"},
 			"80-": {Host: "db-2", Port: 3306, Database: db, Tablet: "zone1-0000000300"}},
@@ -177,11 +180,11 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	cur, _ := r.store.Read(dbRef)
 	switch {
 	case r.done == nil:
-		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: "the reshard did not end once the faults healed"}
+		return &detsim.Violation{Invariant: check.InvVReshardMirror, T: s.Now(), Detail: "the reshard did not end once the faults healed"}
 	case r.done.Outcome != vreshard.Completed || !r.vt.Completed():
-		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: "the reshard ended " + r.done.String()}
-	case !slices.Equal(layoutNames(cur.Layout), r.vt.Primary()) || cur.Target != nil || cur.State.Phase != shardmap.Serving:
-		return &detsim.Violation{Invariant: InvVReshardMirror, T: s.Now(), Detail: fmt.Sprintf("the record has %v (target %v, %v), vtgate serves %v", layoutNames(cur.Layout), cur.Target != nil, cur.State.Phase, r.vt.Primary())}
+		return &detsim.Violation{Invariant: check.InvVReshardMirror, T: s.Now(), Detail: "the reshard ended " + r.done.String()}
+	case !slices.Equal(check.ShardNames(cur.Layout), r.vt.Primary()) || cur.Target != nil || cur.State.Phase != shardmap.Serving:
+		return &detsim.Violation{Invariant: check.InvVReshardMirror, T: s.Now(), Detail: fmt.Sprintf("the record has %v (target %v, %v), vtgate serves %v", check.ShardNames(cur.Layout), cur.Target != nil, cur.State.Phase, r.vt.Primary())}
 	}
 	s.Probe("vreshard.completed")
 	return nil
@@ -189,29 +192,6 @@ func vreshardWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 
 // maxLagMs is the reshard's MaxLagMs (the default).
 const maxLagMs = 5000
-
-func layoutNames(l shardmap.Layout) []string {
-	out := make([]string, len(l.Shards))
-	for i, s := range l.Shards {
-		out[i] = s.Name
-	}
-	return out
-}
-
-// checkStep holds every step to no step twice and no early switch of the writes.
-func (r *vreshardRun) checkStep() {
-	for k, n := range r.vt.Effects {
-		if n > 1 {
-			r.violate(InvVReshardOnce, "%s took effect %d times", k, n)
-		}
-	}
-	if r.vt.EarlyWrites {
-		r.violate(InvVReshardVDiff, "the writes switched before a VDiff finished clean")
-	}
-	if r.vt.WriteStop > maxLagMs {
-		r.violate(InvVReshardWriteStop, "SwitchTraffic stopped the writes for %d ms (the lag at the stop), over MaxLagMs %d", r.vt.WriteStop, maxLagMs)
-	}
-}
 
 // progress is a Status answer on the wire.
 type progress struct {
@@ -251,9 +231,11 @@ func (r *vreshardRun) exec(cmd vreshard.Command) {
 		st := r.store
 		s.Net.Call(ctl, r.storeNode, "cas v"+strconv.FormatUint(c.Expect, 10), 0,
 			func(rep detsim.Reply) {
+				cur := st.Current(dbRef).Clone()
 				v, err := st.CAS(dbRef, c.Expect, c.Record)
-				if err == nil && !slices.Equal(layoutNames(c.Record.Layout), vt.Primary()) {
-					r.violate(InvVReshardMirror, "record version %d names %v while vtgate serves %v", v, layoutNames(c.Record.Layout), vt.Primary())
+				if err == nil {
+					r.report(check.Mirror(s.Now(), "record version "+strconv.FormatUint(v, 10), check.ShardNames(c.Record.Layout), vt.Primary()))
+					r.report(check.RecordChanges(s.Now(), c.Step, cur, c.Record))
 				}
 				rep(v, err)
 			},
@@ -289,18 +271,13 @@ func (r *vreshardRun) exec(cmd vreshard.Command) {
 	case vreshard.Verify:
 		s.Net.Call(ctl, vt.Node, "verify", detsim.Idempotent, func(rep detsim.Reply) {
 			cur, _ := r.store.Read(dbRef)
-			if !slices.Equal(layoutNames(cur.Layout), vt.Primary()) {
-				r.violate(InvVReshardMirror, "checking through vtgate while the record has %v and vtgate serves %v", layoutNames(cur.Layout), vt.Primary())
-			}
+			v := check.Mirror(s.Now(), "checking through vtgate", check.ShardNames(cur.Layout), vt.Primary())
+			r.report(v)
+			r.verified = r.verified || v == nil && slices.Equal(c.Shards, vt.Primary())
 			rep(nil, nil)
 		}, reply(c.Step, c.Attempt))
 	case vreshard.Complete:
-		s.Net.Call(ctl, vt.Node, "complete", 0, func(rep detsim.Reply) {
-			if !r.finalized {
-				r.violate(InvVReshardHold, "Complete reached vtctld before the operator finalized: ReverseTraffic was still owed")
-			}
-			rep(nil, vt.Complete())
-		}, reply(c.Step, c.Attempt))
+		s.Net.Call(ctl, vt.Node, "complete", 0, func(rep detsim.Reply) { rep(nil, vt.Complete()) }, reply(c.Step, c.Attempt))
 	case vreshard.Cancel:
 		s.Net.Call(ctl, vt.Node, "cancel", 0, func(rep detsim.Reply) { rep(nil, vt.Cancel()) }, reply(c.Step, c.Attempt))
 	case vreshard.Alert:

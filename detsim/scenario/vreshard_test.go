@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/detsim/scenario"
 )
 
@@ -24,11 +25,13 @@ func TestVReshardSeeds(t *testing.T) {
 		require.Positive(t, probes[p], "probe %s never fired in 300 seeds", p)
 	}
 	for _, m := range []struct{ mutant, inv string }{
-		{scenario.MutantVReshardSkipVDiff, scenario.InvVReshardVDiff},
-		{scenario.MutantVReshardSkipMirror, scenario.InvVReshardMirror},
-		{scenario.MutantVReshardForgetSent, scenario.InvVReshardOnce},
-		{scenario.MutantVReshardSkipHold, scenario.InvVReshardHold},
-		{scenario.MutantVReshardIgnoreLag, scenario.InvVReshardWriteStop},
+		{scenario.MutantVReshardSkipVDiff, check.InvVReshardVDiff},
+		{scenario.MutantVReshardSkipMirror, check.InvVReshardMirror},
+		{scenario.MutantVReshardForgetSent, check.InvVReshardOnce},
+		{scenario.MutantVReshardSkipHold, check.InvVReshardHold},
+		{scenario.MutantVReshardIgnoreLag, check.InvVReshardWriteStop},
+		{scenario.MutantVReshardSkipVerify, check.InvVReshardVerified},
+		{scenario.MutantVReshardRewriteSame, check.InvVReshardRecordChanges},
 	} {
 		caught := false
 		for seed := uint64(1); seed <= 200 && !caught; seed++ {

@@ -291,6 +291,13 @@ func (m *Machine) issueFiles(ctx *machine.Ctx, pr *Progress) {
 	st.At = ctx.Now + ms(m.opts.StepTimeout)
 	m.emit(WriteFiles{Step: filesStep(pr.Generation), Attempt: st.Attempt, Generation: pr.Generation, Files: pr.Files})
 	m.setTimer(filesStep(pr.Generation), st.At)
+	if m.opts.Mutant == MutantReloadEarly {
+		for i := range pr.Instances {
+			if in := &pr.Instances[i]; in.Stage == StageFiles {
+				m.begin(ctx, pr, in)
+			}
+		}
+	}
 }
 
 func (m *Machine) filesWritten(ctx *machine.Ctx, r FilesWritten) {
@@ -346,6 +353,9 @@ func (m *Machine) failFiles(ctx *machine.Ctx, pr *Progress, err string) {
 		m.cancelTimer(filesStep(pr.Generation))
 		st.State = StepDone
 		pr.FilesErr = err
+		if m.opts.Mutant == MutantSilentGiveUp {
+			return
+		}
 		m.finish(ctx, pr)
 		return
 	}

@@ -53,6 +53,13 @@ const (
 	// push's write is issued while the older one is still awaited, so the older files can
 	// land last. It trips "push-one-write".
 	MutantNoStrayWait
+	// MutantReloadEarly starts the instances' steps as soon as the files write is issued,
+	// not once it is answered: a RELOAD can re-read the files the instance already had.
+	// It trips "push-reload-after-files".
+	MutantReloadEarly
+	// MutantSilentGiveUp gives up on a files write that ran out of attempts without
+	// reporting an Outcome: the push never ends. It trips "push-ends".
+	MutantSilentGiveUp
 )
 
 func (m Mutant) String() string {
@@ -67,6 +74,10 @@ func (m Mutant) String() string {
 		return "no-reload-retry"
 	case MutantNoStrayWait:
 		return "no-stray-wait"
+	case MutantReloadEarly:
+		return "reload-early"
+	case MutantSilentGiveUp:
+		return "silent-give-up"
 	}
 	return "unknown"
 }

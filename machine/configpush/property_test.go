@@ -239,6 +239,8 @@ func TestPushMutantsAreCaught(t *testing.T) {
 		{configpush.MutantWriteUnpublished, check.InvFilesOnlyPublished},
 		{configpush.MutantRegress, check.InvGenerationsIncrease},
 		{configpush.MutantNoStrayWait, check.InvOneWrite},
+		{configpush.MutantReloadEarly, check.InvReloadAfterFiles},
+		{configpush.MutantSilentGiveUp, check.InvPushEnds},
 	} {
 		t.Run(tc.mutant.String(), func(t *testing.T) {
 			opts := propOpts

@@ -168,6 +168,14 @@ type Mutants struct {
 	// IgnoreLag counts the copy as caught up once no stream copies, whatever its lag (the
 	// MaxLagMs gate dropped). Trips "the writes stop for at most MaxLagMs" under heavy writes.
 	IgnoreLag bool
+	// SkipVerify holds (and so completes, once finalized) right after the switch of the
+	// writes is mirrored, without the check through vtgate. Trips
+	// vreshard-complete-after-verify.
+	SkipVerify bool
+	// RewriteSame writes the record when it already mirrors the serving partition (the
+	// write changes nothing but the version, which other controllers compare-and-set
+	// against). Trips vreshard-record-changes.
+	RewriteSame bool
 }
 
 func (o Options) withDefaults() Options {

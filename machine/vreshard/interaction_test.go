@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/machinetest"
 	"loam.dev/router/machine/vreshard"
@@ -131,11 +132,11 @@ func (h *harness) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "world":
 		tg := "-"
 		if h.w.store.Target != nil {
-			tg = strings.Join(names(*h.w.store.Target), ",")
+			tg = strings.Join(check.ShardNames(*h.w.store.Target), ",")
 		}
 		fmt.Fprintf(&h.Out, "store gen=%d version=%d layout=%s target=%s phase=%v vitess primary=%s replica=%s exists=%v completed=%v effects=%d\n",
-			h.w.store.Generation, h.w.store.Version, strings.Join(names(h.w.store.Layout), ","), tg, h.w.store.State.Phase,
-			strings.Join(h.w.primary(), ","), strings.Join(h.w.replica(), ","), h.w.exists, h.w.completed, len(h.w.effects))
+			h.w.store.Generation, h.w.store.Version, strings.Join(check.ShardNames(h.w.store.Layout), ","), tg, h.w.store.State.Phase,
+			strings.Join(h.w.primary(), ","), strings.Join(h.w.replica(), ","), h.w.exists, h.w.completed, h.w.chk.Steps())
 		if h.w.backlog > 0 {
 			fmt.Fprintf(&h.Out, "lag=%d write_stop_ms=%d\n", h.w.lag(), h.w.writeStop)
 		}

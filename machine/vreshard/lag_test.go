@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine/machinetest"
 	"loam.dev/router/machine/vreshard"
 )
@@ -36,7 +37,7 @@ func heavyRun(t *testing.T, mu vreshard.Mutants, backlog, drain int64) (*world, 
 // catching up 1 s a second) the machine polls until the lag is at or under MaxLagMs, so
 // SwitchTraffic stops the writes for at most that long; without the gate (IgnoreLag) it
 // goes on at once, and the stop is the 15 s or so the target still lags by when the writes
-// switch: "the writes stop for at most MaxLagMs" trips.
+// switch: vreshard-write-stop trips.
 func TestWriteStopBoundedByMaxLag(t *testing.T) {
 	w, log := heavyRun(t, vreshard.Mutants{}, 20_000, 1000)
 	require.Empty(t, w.violations, log)
@@ -45,7 +46,7 @@ func TestWriteStopBoundedByMaxLag(t *testing.T) {
 
 	w, log = heavyRun(t, vreshard.Mutants{IgnoreLag: true}, 20_000, 1000)
 	require.Greater(t, w.writeStop, int64(10_000), log)
-	require.Contains(t, strings.Join(w.violations, "\n"), "the writes stop for at most MaxLagMs", log)
+	require.Contains(t, strings.Join(w.violations, "\n"), check.InvVReshardWriteStop, log)
 }
 
 // TestSwitchRefusedOverAllowedLag: without the gate and with a lag over Vitess's
@@ -57,7 +58,7 @@ func TestSwitchRefusedOverAllowedLag(t *testing.T) {
 	require.Contains(t, log, "id=retry:customer/wf/writes", "the switch of the writes was never refused")
 	require.Greater(t, w.writeStop, int64(5000), log)
 	require.LessOrEqual(t, w.writeStop, int64(maxLagAllowed), log)
-	require.Contains(t, strings.Join(w.violations, "\n"), "the writes stop for at most MaxLagMs", log)
+	require.Contains(t, strings.Join(w.violations, "\n"), check.InvVReshardWriteStop, log)
 }
 
 // TestPropertyHeavyWrites: whatever the backlog and its catch-up, the failures, crashes and

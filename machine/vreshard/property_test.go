@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/machinetest"
 	"loam.dev/router/machine/vreshard"
@@ -257,7 +258,7 @@ func TestPropertyTurnBack(t *testing.T) {
 			t.Fatalf("violations %v, done %v, want %v\n%s", v, d.done, want, strings.Join(d.log, "\n"))
 		}
 		if mismatch {
-			require.Zero(t, d.w.effects["switch primary forward"], "nothing switched after a VDiff with mismatches")
+			require.Zero(t, d.w.chk.Count("switch primary forward"), "nothing switched after a VDiff with mismatches")
 			require.Contains(t, d.done.Reason, "corder")
 		}
 	})
@@ -272,11 +273,13 @@ func TestMutantsTripInvariants(t *testing.T) {
 		invariant string
 		setup     func(*world)
 	}{
-		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, "writes switched before a clean VDiff", nil},
-		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, "the record mirrors the live partition", nil},
-		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, "no step twice", nil},
-		{"SkipHold", vreshard.Mutants{SkipHold: true}, "completed before the operator finalized", nil},
-		{"IgnoreLag", vreshard.Mutants{IgnoreLag: true}, "the writes stop for at most MaxLagMs", heavyWrites(20_000, 500)},
+		{"SkipVDiff", vreshard.Mutants{SkipVDiff: true}, check.InvVReshardVDiff, nil},
+		{"SkipMirror", vreshard.Mutants{SkipMirror: true}, check.InvVReshardMirror, nil},
+		{"ForgetSent", vreshard.Mutants{ForgetSent: true}, check.InvVReshardOnce, nil},
+		{"SkipHold", vreshard.Mutants{SkipHold: true}, check.InvVReshardHold, nil},
+		{"IgnoreLag", vreshard.Mutants{IgnoreLag: true}, check.InvVReshardWriteStop, heavyWrites(20_000, 500)},
+		{"SkipVerify", vreshard.Mutants{SkipVerify: true}, check.InvVReshardVerified, nil},
+		{"RewriteSame", vreshard.Mutants{RewriteSame: true}, check.InvVReshardRecordChanges, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
@@ -380,7 +383,7 @@ func TestHoldKeepsReverse(t *testing.T) {
 	require.Empty(t, d.violations())
 	require.Equal(t, vreshard.Reversed, d.done.Outcome, strings.Join(d.log, "\n"))
 	require.False(t, d.w.writesOn || d.w.readsOn || d.w.completed, "the source serves again, the workflow is not completed")
-	require.Equal(t, []string{"0"}, names(d.w.store.Layout))
+	require.Equal(t, []string{"0"}, check.ShardNames(d.w.store.Layout))
 
 	d = hold(vreshard.Options{})
 	d.finalize()

@@ -3,10 +3,11 @@ package vreshard_test
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"slices"
 
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/keyrange"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine/vreshard"
@@ -32,7 +33,7 @@ type world struct {
 	maxLag     int64          // the start's MaxLagMs: a longer stop of the writes trips a check
 	bumps      int            // identical writes of another writer to come, one before each CAS
 	changes    int            // routing changes of another writer to come (a new generation), one before each CAS
-	effects    map[string]int // effective applications per step
+	chk        *check.Reshard // the invariants, shared with the simulator's vreshard scenario
 	violations []string
 
 	// Heavy writes: backlog is the streams' lag when the copy ends, ms, falling by drain ms
@@ -45,7 +46,7 @@ type world struct {
 }
 
 func newWorld(rec *shardmap.Record) *world {
-	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, effects: map[string]int{}, copyPolls: 2, maxLag: 5000, copyEnd: -1, writeStop: -1}
+	return &world{source: []string{"0"}, target: []string{"-80", "80-"}, store: rec.Clone(), vdiffs: map[string]int{}, chk: check.NewReshard(5000), copyPolls: 2, maxLag: 5000, copyEnd: -1, writeStop: -1}
 }
 
 func (w *world) clock() int64 {
@@ -73,13 +74,14 @@ func (w *world) violate(format string, a ...any) {
 	w.violations = append(w.violations, fmt.Sprintf(format, a...))
 }
 
-// once counts an effective application of step and flags a second one.
-func (w *world) once(step string) {
-	w.effects[step]++
-	if w.effects[step] > 1 {
-		w.violate("no step twice: %s took effect %d times", step, w.effects[step])
+func (w *world) report(v *detsim.Violation) {
+	if v != nil {
+		w.violate("%s: %s", v.Invariant, v.Detail)
 	}
 }
+
+// once checks an effective application of step.
+func (w *world) once(step string) { w.report(w.chk.Effect(w.clock(), step)) }
 
 // primary is the live PRIMARY partition: the shards vtgate sends writes to.
 func (w *world) primary() []string {
@@ -100,14 +102,6 @@ func srv(ns []string) []vreshard.SrvShard {
 	var out []vreshard.SrvShard
 	for _, n := range ns {
 		out = append(out, vreshard.SrvShard{Name: n, Range: keyrange.MustParse(n)})
-	}
-	return out
-}
-
-func names(l shardmap.Layout) []string {
-	var out []string
-	for _, s := range l.Shards {
-		out = append(out, s.Name)
 	}
 	return out
 }
@@ -151,14 +145,7 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		if c.Expect != w.store.Version {
 			return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Conflict: w.store.Clone(), Err: errors.New("conflict")}
 		}
-		if same := c.Record.Clone(); same != nil {
-			same.Version = w.store.Version
-			if reflect.DeepEqual(same, w.store) {
-				// The mirror writes only a change: every write bumps the version other
-				// controllers compare-and-set against.
-				w.violate("the record write %s changes nothing but the version", c.Step)
-			}
-		}
+		w.report(check.RecordChanges(w.clock(), c.Step, w.store, c.Record))
 		w.write(c.Record)
 		return vreshard.RecordWritten{Step: c.Step, Attempt: c.Attempt, Version: w.store.Version, Err: fail}
 	case vreshard.Create:
@@ -213,9 +200,7 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 		}
 		return reply(c.Step, c.Attempt, nil)
 	case vreshard.Verify:
-		if live := w.primary(); !slices.Equal(names(w.store.Layout), live) {
-			w.violate("the record mirrors the live partition: verifying while the record has %v and vtgate sends writes to %v", names(w.store.Layout), live)
-		}
+		w.report(check.Mirror(w.clock(), "checking through vtgate", check.ShardNames(w.store.Layout), w.primary()))
 		if fail != nil {
 			return reply(c.Step, c.Attempt, nil)
 		}
@@ -229,12 +214,7 @@ func (w *world) apply(c vreshard.Command, fail error, applied bool) vreshard.Inp
 			if !w.writesOn || !w.readsOn {
 				return reply(c.Step, c.Attempt, errors.New("cannot complete: traffic not switched"))
 			}
-			if !w.verified {
-				w.violate("completed before the check through vtgate passed")
-			}
-			if !w.finalized {
-				w.violate("completed before the operator finalized: ReverseTraffic was still owed to a rollback")
-			}
+			w.report(w.chk.Completed(w.clock(), w.verified, w.finalized))
 			w.once("complete")
 			w.exists, w.completed = false, true
 		}
@@ -257,15 +237,10 @@ func (w *world) switchTraffic(c vreshard.Switch) {
 		on := &w.readsOn
 		if t == "primary" {
 			on = &w.writesOn
-			if !c.Reverse && !w.cleanVDiff {
-				w.violate("writes switched before a clean VDiff")
-			}
 			if !c.Reverse && !w.writesOn {
 				// The source is read-only until the target has applied what it lags by.
 				w.writeStop = w.lag()
-				if w.writeStop > w.maxLag {
-					w.violate("the writes stop for at most MaxLagMs: SwitchTraffic stopped them for %d ms (the lag at the stop), over MaxLagMs %d", w.writeStop, w.maxLag)
-				}
+				w.report(w.chk.WritesSwitched(w.clock(), w.cleanVDiff, w.writeStop))
 			}
 		}
 		if *on != !c.Reverse {
@@ -285,9 +260,7 @@ func (w *world) write(next *shardmap.Record) {
 	} else if err := next.ValidateNext(w.store); err != nil {
 		w.violate("record refused by the store: %v", err)
 	}
-	if live := w.primary(); !slices.Equal(names(next.Layout), live) {
-		w.violate("the record mirrors the live partition: wrote %v while vtgate sends writes to %v", names(next.Layout), live)
-	}
+	w.report(check.Mirror(w.clock(), "a record write", check.ShardNames(next.Layout), w.primary()))
 	r := next.Clone()
 	r.Version = w.store.Version + 1
 	w.store = r
@@ -301,9 +274,7 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 
 // checkEnd holds the end to what the world is.
 func (w *world) checkEnd(d vreshard.Done) {
-	if !slices.Equal(names(w.store.Layout), w.primary()) {
-		w.violate("the record mirrors the live partition: at the end the record has %v, vtgate %v", names(w.store.Layout), w.primary())
-	}
+	w.report(check.Mirror(w.clock(), "at the end", check.ShardNames(w.store.Layout), w.primary()))
 	if d.Generation != w.store.Generation {
 		w.violate("done at generation %d, the store has %d", d.Generation, w.store.Generation)
 	}
