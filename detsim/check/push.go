@@ -33,6 +33,14 @@ const (
 	// InvPushEnds: every push whose files were asked for ends with an Outcome, even when
 	// nothing answers any more.
 	InvPushEnds = "push-ends"
+	// InvReloadAfterSeen: with Options.AwaitFiles (files that reach each pod late, as a
+	// kubelet projects a ConfigMap), an instance is told to RELOAD generation g only while
+	// its pod sees g's files or newer: an earlier RELOAD re-reads the old ones.
+	InvReloadAfterSeen = "push-reload-after-seen"
+	// InvConfirmedLoaded: an Outcome confirms an instance on generation g only if the
+	// instance routes by g (or by a newer one that another writer, a cutover, gave it
+	// since): the machine's belief about each instance is what the world last did to it.
+	InvConfirmedLoaded = "push-confirmed-loaded"
 )
 
 // Steps follows one ConfigPush machine's commands (over every restart of its driver: a
@@ -99,6 +107,28 @@ func (p *Steps) Reload(now int64, instance string, gen uint64) *detsim.Violation
 	}
 	p.reloaded[instance] = max(p.reloaded[instance], gen)
 	return v
+}
+
+// ReloadSeen checks a RELOAD of instance to generation gen, issued at now by a machine that
+// awaits the files, while the instance's pod sees the files of generation sees.
+func ReloadSeen(now int64, instance string, gen, sees uint64) *detsim.Violation {
+	if sees < gen {
+		return &detsim.Violation{Invariant: InvReloadAfterSeen, T: now,
+			Detail: fmt.Sprintf("Reload of %s to generation %d while its pod sees generation %d's files", instance, gen, sees)}
+	}
+	return nil
+}
+
+// Confirmed checks an Outcome of generation gen issued at now: no instance it confirms
+// routes by an older generation (loaded says what an instance routes by).
+func Confirmed(now int64, gen uint64, confirmed []string, loaded func(instance string) uint64) *detsim.Violation {
+	for _, id := range confirmed {
+		if g := loaded(id); g < gen {
+			return &detsim.Violation{Invariant: InvConfirmedLoaded, T: now,
+				Detail: fmt.Sprintf("%s confirmed on generation %d while it routes by %d", id, gen, g)}
+		}
+	}
+	return nil
 }
 
 // Outcome records the end of the push of gen (a refusal ends nothing: it never started).

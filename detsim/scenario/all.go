@@ -9,6 +9,8 @@
 //   - push: ConfigPush on the daemon through generation bumps and reshards, with stray
 //     and stale pushes: generations only increase, files only for published generations,
 //     every instance converges.
+//   - push-kubernetes: push with the files reaching each pod late (the kubelet), ConfigPush
+//     awaiting them or not: the same, and no RELOAD before the pod sees the files.
 //   - cutover: the cutover machine and ConfigPush on the daemon under list-append traffic,
 //     with finalize, reverse and rollbacks (a CUTOVER that swapped and then failed, the
 //     designated instance crashing after its swap): all of the above plus no write accepted
@@ -46,7 +48,7 @@ import "loam.dev/router/detsim"
 
 // All lists every scenario.
 func All() []detsim.Scenario {
-	return []detsim.Scenario{Traffic, Bank, Push, Cutover, Fencing, Failover,
+	return []detsim.Scenario{Traffic, Bank, Push, PushKubernetes, Cutover, Fencing, Failover,
 		VReshard, Causal, CutoverDrain, CutoverWindows, CutoverUndo}
 }
 

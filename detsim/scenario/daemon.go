@@ -40,6 +40,7 @@ type daemon struct {
 	steps         *check.Steps
 	stepTimeout   int64
 	stepViolation *detsim.Violation
+	awaitFiles    bool // the machine's Options.AwaitFiles: check.ReloadSeen applies
 }
 
 // reconcileEvery is how often the daemon pushes the latest record again.
@@ -59,7 +60,7 @@ func newController(f *fleet) *daemon {
 }
 
 func (d *daemon) hostPush(opts configpush.Options) {
-	d.steps, d.stepTimeout = check.NewSteps(), opts.WithDefaults().StepTimeout.Milliseconds()
+	d.steps, d.stepTimeout, d.awaitFiles = check.NewSteps(), opts.WithDefaults().StepTimeout.Milliseconds(), opts.AwaitFiles
 	d.push = detsim.NewHost[configpush.Input, configpush.Command](d.ctl, configpush.New(opts), detsim.HostConfig[configpush.Input, configpush.Command]{
 		Name:       "configpush",
 		Exec:       d.execPush,
@@ -173,6 +174,10 @@ func (d *daemon) execPush(cmd configpush.Command) {
 	case configpush.Reload:
 		d.report(d.steps.Reload(d.ctl.Now(), c.Instance, c.Generation))
 		r := f.router(c.Instance)
+		if d.awaitFiles {
+			sees, _ := f.files.ReadAs(r.ID)
+			d.report(check.ReloadSeen(d.ctl.Now(), c.Instance, c.Generation, sees))
+		}
 		s.Net.Call(d.ctl.Node, r.Node, "reload g"+strconv.FormatUint(c.Generation, 10), detsim.Idempotent,
 			func(rep detsim.Reply) { a, err := r.Reload(); rep(a, err) },
 			func(_ any, err error) {
@@ -204,6 +209,7 @@ func (d *daemon) execPush(cmd configpush.Command) {
 			})
 	case configpush.Outcome:
 		d.steps.Outcome(c.Generation, c.Refused != "")
+		d.report(check.Confirmed(d.ctl.Now(), c.Generation, c.Confirmed, func(id string) uint64 { return f.router(id).Generation() }))
 		d.outcomes = append(d.outcomes, c)
 		if c.Refused == "" {
 			if d.pushed == nil {

@@ -465,6 +465,12 @@ func (m *Machine) reloaded(ctx *machine.Ctx, r Reloaded) {
 		return
 	}
 	in.Reload.State, in.Reload.Err = StepDone, ""
+	if m.opts.Mutant == MutantConfirmOnReload {
+		in.Stage, in.Observed = StageConfirmed, pr.Generation
+		m.cancelTimer(instanceTimer(pr.Generation, in.ID))
+		m.maybeDone(ctx, pr)
+		return
+	}
 	in.Stage = StageObserve
 	in.Observe.Limit = in.Observe.Attempt + m.opts.MaxAttempts
 	m.issueInstance(ctx, pr, in) // its SetTimer replaces the reload deadline
@@ -482,7 +488,7 @@ func (m *Machine) filesSeen(ctx *machine.Ctx, r FilesSeen) {
 		return
 	}
 	ctx.Emit(Spec, ActFilesSeen, append(fs, machine.U("seen", r.Generation))...)
-	if r.Generation < pr.Generation {
+	if r.Generation < pr.Generation && m.opts.Mutant != MutantSeenAny {
 		// A success of the read, but the files are not there yet: wait and ask again. A
 		// RELOAD now would re-read the old files.
 		m.failInstance(ctx, pr, in, fmt.Sprintf("sees generation %d of the files, want %d (not projected into the pod yet)", r.Generation, pr.Generation))

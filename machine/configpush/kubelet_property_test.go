@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim"
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/configpush"
 	"loam.dev/router/machine/machinetest"
@@ -20,10 +22,12 @@ import (
 // kubeletWorld is a push on Kubernetes: the ConfigMap is written at once, but each pod
 // sees the new files only lag[pod] milliseconds later (the kubelet's sync), and a RELOAD
 // re-reads whatever the pod sees at that moment. Replies take a few milliseconds and some
-// fail; timers fire on time. It checks that an instance is Confirmed only when it loaded
-// the pushed generation, that with AwaitFiles no RELOAD goes to a pod that cannot see the
-// files yet, that the trace's ok field of every answer is whether it succeeded, and that
-// every instance is Confirmed when the lag fits the retry budget.
+// fail; timers fire on time. It checks, with the simulator's code (detsim/check), that an
+// instance is Confirmed only when it loaded the pushed generation (check.Confirmed), that
+// with AwaitFiles no RELOAD goes to a pod that cannot see the files yet
+// (check.ReloadSeen), and ConfigPush's step invariants (check.Steps); and that the trace's
+// ok field of every answer is whether it succeeded, and that every instance is Confirmed
+// when the lag fits the retry budget.
 type kubeletWorld struct {
 	c        machinetest.Chooser
 	opts     configpush.Options
@@ -37,6 +41,7 @@ type kubeletWorld struct {
 	seq      int
 	outcome  *configpush.Outcome
 	failures int
+	steps    *check.Steps
 	errs     []error
 }
 
@@ -50,7 +55,7 @@ const kubeletGen = 2
 
 func newKubeletWorld(c machinetest.Chooser, opts configpush.Options, lag map[string]int64) *kubeletWorld {
 	w := &kubeletWorld{c: c, opts: opts, m: configpush.New(opts), rng: rand.New(rand.NewChaCha8([32]byte{2})),
-		now: 1000, lag: lag, written: -1, loaded: map[string]uint64{}}
+		now: 1000, lag: lag, written: -1, loaded: map[string]uint64{}, steps: check.NewSteps()}
 	for id := range lag {
 		w.loaded[id] = kubeletGen - 1
 	}
@@ -80,7 +85,16 @@ func (w *kubeletWorld) fail() error {
 	return nil
 }
 
+func (w *kubeletWorld) report(v *detsim.Violation) {
+	if v != nil {
+		w.errs = append(w.errs, fmt.Errorf("%s: %s", v.Invariant, v.Detail))
+	}
+}
+
 func (w *kubeletWorld) step(in configpush.Input) {
+	if fw, ok := in.(configpush.FilesWritten); ok {
+		w.steps.Answered(fw.Step)
+	}
 	rec := &machine.Recorder{}
 	ctx := &machine.Ctx{Now: w.now, Rand: w.rng, Trace: rec}
 	cmds := w.m.On(ctx, in)
@@ -91,7 +105,11 @@ func (w *kubeletWorld) step(in configpush.Input) {
 		latency := int64(1 + w.c.IntN(200))
 		switch c := c.(type) {
 		case configpush.WriteFiles:
+			w.report(w.steps.WriteFiles(w.now, c.Step, c.Generation, kubeletGen, w.now+w.opts.WithDefaults().StepTimeout.Milliseconds()))
 			err := w.fail()
+			if err == nil {
+				w.steps.Written(c.Generation)
+			}
 			if err == nil && w.written < 0 {
 				w.written = w.now
 			}
@@ -99,8 +117,9 @@ func (w *kubeletWorld) step(in configpush.Input) {
 		case configpush.AwaitFiles:
 			w.at(latency, configpush.FilesSeen{Step: c.Step, Attempt: c.Attempt, Instance: c.Instance, Generation: w.sees(c.Instance), Err: w.fail()}, "")
 		case configpush.Reload:
-			if w.opts.AwaitFiles && w.sees(c.Instance) < c.Generation {
-				w.errs = append(w.errs, fmt.Errorf("RELOAD of %s at %d while its pod sees generation %d's files, not %d", c.Instance, w.now, w.sees(c.Instance), c.Generation))
+			w.report(w.steps.Reload(w.now, c.Instance, c.Generation))
+			if w.opts.AwaitFiles {
+				w.report(check.ReloadSeen(w.now, c.Instance, c.Generation, w.sees(c.Instance)))
 			}
 			err := w.fail()
 			if err == nil {
@@ -116,11 +135,8 @@ func (w *kubeletWorld) step(in configpush.Input) {
 		case configpush.CancelTimer:
 			w.events = slices.DeleteFunc(w.events, func(e kubeletEvent) bool { return e.timer == c.ID })
 		case configpush.Outcome:
-			for _, id := range c.Confirmed {
-				if w.loaded[id] != c.Generation {
-					w.errs = append(w.errs, fmt.Errorf("%s Confirmed on generation %d but it loaded %d", id, c.Generation, w.loaded[id]))
-				}
-			}
+			w.steps.Outcome(c.Generation, c.Refused != "")
+			w.report(check.Confirmed(w.now, c.Generation, c.Confirmed, func(id string) uint64 { return w.loaded[id] }))
 			w.outcome = &c
 		}
 	}
@@ -149,6 +165,7 @@ func (w *kubeletWorld) run() error {
 		w.now = max(w.now, e.at)
 		w.step(e.in)
 	}
+	w.report(w.steps.Ended(w.now))
 	if len(w.errs) > 0 {
 		return errors.Join(w.errs...)
 	}
@@ -194,8 +211,10 @@ func TestKubeletDelay(t *testing.T) {
 
 // TestKubeletDelayCatches: the checks above fail without the protections. Without the
 // retry of a RELOAD that re-read old files, a pod whose files arrive late is never
-// confirmed; without AwaitFiles (the option off while the check expects it), a RELOAD
-// reaches a pod that still shows the old files.
+// confirmed; without AwaitFiles (the option off while the check expects it), or with it but
+// an answer for the old files taken as seen (MutantSeenAny), a RELOAD reaches a pod that
+// still shows the old files; confirming on the RELOAD's answer without observing
+// (MutantConfirmOnReload) confirms a pod that re-read the old files.
 func TestKubeletDelayCatches(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -204,7 +223,9 @@ func TestKubeletDelayCatches(t *testing.T) {
 		want  string
 	}{
 		{"no-reload-retry", func(o *configpush.Options) { o.Mutant = configpush.MutantNoReloadRetry }, false, "not every instance converges"},
-		{"no-await", func(o *configpush.Options) {}, true, "while its pod sees generation 1's files"},
+		{"no-await", func(o *configpush.Options) {}, true, check.InvReloadAfterSeen},
+		{"seen-any", func(o *configpush.Options) { o.AwaitFiles, o.Mutant = true, configpush.MutantSeenAny }, true, check.InvReloadAfterSeen},
+		{"confirm-on-reload", func(o *configpush.Options) { o.Mutant = configpush.MutantConfirmOnReload }, false, check.InvConfirmedLoaded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 200; seed++ {

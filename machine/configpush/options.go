@@ -60,6 +60,15 @@ const (
 	// MutantSilentGiveUp gives up on a files write that ran out of attempts without
 	// reporting an Outcome: the push never ends. It trips "push-ends".
 	MutantSilentGiveUp
+	// MutantSeenAny takes a FilesSeen answer for the older files as seen: with AwaitFiles
+	// the RELOAD goes to a pod that still shows the old files. It trips
+	// "push-reload-after-seen".
+	MutantSeenAny
+	// MutantConfirmOnReload confirms an instance as soon as its RELOAD succeeds, without
+	// observing what it routes by: where the files reach the pod late and AwaitFiles is
+	// off, a RELOAD that re-read the old files is confirmed. It trips
+	// "push-confirmed-loaded".
+	MutantConfirmOnReload
 )
 
 func (m Mutant) String() string {
@@ -78,6 +87,10 @@ func (m Mutant) String() string {
 		return "reload-early"
 	case MutantSilentGiveUp:
 		return "silent-give-up"
+	case MutantSeenAny:
+		return "seen-any"
+	case MutantConfirmOnReload:
+		return "confirm-on-reload"
 	}
 	return "unknown"
 }
