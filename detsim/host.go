@@ -91,6 +91,8 @@ type Host[In, Out any] struct {
 	timerIn func(id string) In
 	// restarted is the machine's Restarted input.
 	restarted In
+	// feeding, when set, sees every input the machine is about to take.
+	feeding func(In)
 	// save returns a function that rebuilds the machine as it is now (from its snapshot);
 	// nil when restarts are not simulated.
 	save    func(machine.Machine[In, Out]) func() machine.Machine[In, Out]
@@ -121,12 +123,16 @@ type HostConfig[In, Out any] struct {
 	// controller crashes, which is the same state, since a crash falls between steps. Nil
 	// is allowed only for a scenario that does not list ctl.restart.
 	Save func(machine.Machine[In, Out]) func() machine.Machine[In, Out]
+	// Feeding, when set, is called with every input the machine is about to take (not
+	// with one dropped because its controller is down or restarted since the request):
+	// what the machine was told, for a checker that follows its beliefs.
+	Feeding func(In)
 }
 
 // NewHost starts hosting m on the controller.
 func NewHost[In, Out any](c *Controller, m machine.Machine[In, Out], cfg HostConfig[In, Out]) *Host[In, Out] {
 	h := &Host[In, Out]{Name: cfg.Name, c: c, m: m, exec: cfg.Exec, timerIn: cfg.TimerFired,
-		restarted: cfg.Restarted, save: cfg.Save, timers: map[string]*hostTimer{}}
+		restarted: cfg.Restarted, save: cfg.Save, feeding: cfg.Feeding, timers: map[string]*hostTimer{}}
 	c.hosts = append(c.hosts, h)
 	return h
 }
@@ -142,6 +148,9 @@ func (h *Host[In, Out]) Feed(in In) bool {
 		return false
 	}
 	h.Steps++
+	if h.feeding != nil {
+		h.feeding(in)
+	}
 	// One Ctx per host, refreshed each step: a machine may not keep it between steps.
 	h.ctx = machine.Ctx{Now: h.c.s.now + h.c.Offset, Rand: h.c.s.rng, Trace: h.c.s}
 	cmds := h.m.On(&h.ctx, in)

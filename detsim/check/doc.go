@@ -6,8 +6,10 @@
 // mutant that trips it, in the scenario tests.
 //
 // Several are shared with the machines' world tests, which call them on their own worlds'
-// state (issue 20 item 2): in-doubt's NoEarlyAlert (machine/indoubt), and the cutover's
-// step and claim invariants, Publish, Resume and Claims (machine/cutover), and ConfigPush's
-// step invariants, Steps (machine/configpush). They take plain values, not the simulator's
+// state (issue 20 item 2): in-doubt's NoEarlyAlert and Decisions (machine/indoubt), the
+// cutover's step and claim invariants, Publish, Resume and Claims (machine/cutover),
+// ConfigPush's step invariants, Steps, and its beliefs about each instance, ReloadSeen and
+// Confirmed (machine/configpush, the kubelet world too), and the Vitess reshard's, Reshard,
+// Mirror and RecordChanges (machine/vreshard). They take plain values, not the simulator's
 // models, so that both tiers can feed them.
 package check

@@ -27,7 +27,8 @@ var Bank = detsim.Scenario{
 	Probes: []string{"fault:coord.crash.after_prepare", "fault:coord.crash.after_decision", "fault:coord.wal.lost",
 		"fault:pgdog.crash", "fault:backend.restart", "fault:ctl.restart", "fault:clock.jump", "model.2pc.recovery",
 		"indoubt.alert.gone", "indoubt.alert.restarted", "indoubt.clear", "CrossShardCommit.MonitorRestart"},
-	Mutants:     append([]string{MutantAckEarly, MutantCommitEarly, MutantAlertsDropped, MutantThresholdWrongUnit}, indoubtMutants...),
+	Mutants: append([]string{MutantAckEarly, MutantCommitEarly, MutantAlertsDropped, MutantThresholdWrongUnit,
+		MutantResendAcked, MutantGroupByShard}, indoubtMutants...),
 	World:       bankWorld,
 	Tiny:        bankTiny,
 	TinyPoints:  []string{"coord.crash.after_prepare", "coord.crash.after_decision", "coord.wal.lost", "backend.restart"},
@@ -45,6 +46,12 @@ const (
 	// seconds count as a time.Duration, nanoseconds): it alerts every branch it sees. It trips
 	// "indoubt-no-early-alert" (issue 20: the simulator had no checker for false alarms).
 	MutantThresholdWrongUnit = "indoubt-threshold-wrong-unit"
+	// MutantResendAcked is indoubt.MutantResendAcked: a delivery stays in the outbox after
+	// the sink acknowledged it. It trips "indoubt-decide-once".
+	MutantResendAcked = "indoubt-resend-acked"
+	// MutantGroupByShard is indoubt.MutantGroupByShard: coordinator alerts grouped by shard.
+	// It trips "indoubt-alert-names".
+	MutantGroupByShard = "indoubt-group-by-shard"
 )
 
 func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
@@ -68,6 +75,12 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	if mutant == MutantThresholdWrongUnit {
 		mopts.Threshold = time.Duration(opts.Threshold / time.Second) // the seconds, as nanoseconds
 	}
+	switch mutant {
+	case MutantResendAcked:
+		mopts.Mutant = indoubt.MutantResendAcked
+	case MutantGroupByShard:
+		mopts.Mutant = indoubt.MutantGroupByShard
+	}
 	m := hostMonitor(d, mopts, shardsByName(f, rec))
 	m.dropAlerts = mutant == MutantAlertsDropped
 	m.track()
@@ -79,6 +92,9 @@ func bankWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	}
 	if v := check.NoEarlyAlert(m.named, ms64(opts.Threshold)); v != nil {
 		return v
+	}
+	if m.violation != nil {
+		return m.violation
 	}
 	coords := make([]*model.Coordinator, len(f.routers))
 	for i, r := range f.routers {

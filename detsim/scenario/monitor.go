@@ -30,6 +30,10 @@ type monitor struct {
 	// named is every branch an alert sent named, with its true prepare time, for
 	// check.NoEarlyAlert.
 	named []check.AlertedBranch
+	// decisions checks every alert and clear sent, with the monitor's world test's code;
+	// violation is the first it found.
+	decisions *check.Decisions
+	violation *detsim.Violation
 }
 
 type sinkAlert struct {
@@ -43,7 +47,7 @@ type sinkAlert struct {
 
 func hostMonitor(d *daemon, opts indoubt.Options, shards map[string]*model.Backend) *monitor {
 	f := d.f
-	m := &monitor{d: d, opts: opts, shards: shards,
+	m := &monitor{d: d, opts: opts, shards: shards, decisions: check.NewDecisions(opts.Deployment),
 		k8s: f.s.Net.AddNode("k8s"), sink: f.s.Net.AddNode("alerts")}
 	m.host = detsim.NewHost[indoubt.Input, indoubt.Command](d.ctl, indoubt.New(opts), detsim.HostConfig[indoubt.Input, indoubt.Command]{
 		Name:       "indoubt",
@@ -51,8 +55,19 @@ func hostMonitor(d *daemon, opts indoubt.Options, shards map[string]*model.Backe
 		TimerFired: func(id string) indoubt.Input { return indoubt.TimerFired{ID: id} },
 		Restarted:  indoubt.Restarted{},
 		Save:       saveBy[indoubt.Input, indoubt.Command]("indoubt", func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, opts) }),
+		Feeding: func(in indoubt.Input) {
+			if d, ok := in.(indoubt.Delivered); ok {
+				m.decisions.Delivered(d.Step, d.Err)
+			}
+		},
 	})
 	return m
+}
+
+func (m *monitor) report(v *detsim.Violation) {
+	if m.violation == nil {
+		m.violation = v
+	}
 }
 
 // track starts the rounds.
@@ -106,6 +121,7 @@ func (m *monitor) exec(cmd indoubt.Command) {
 				back(ro)
 			})
 	case indoubt.Alert:
+		m.report(m.decisions.Alert(m.d.ctl.Now(), c))
 		a := sinkAlert{ID: c.ID, Reason: c.Reason, Instant: c.Instance}
 		for _, t := range c.Txns {
 			for _, p := range t.Parts {
@@ -128,6 +144,7 @@ func (m *monitor) exec(cmd indoubt.Command) {
 			},
 			func(_ any, err error) { back(indoubt.Delivered{Step: c.Step, Err: err}) })
 	case indoubt.ClearAlert:
+		m.report(m.decisions.Clear(m.d.ctl.Now(), c))
 		s.Net.Call(ctl, m.sink, "clear "+c.ID, detsim.Idempotent,
 			func(rep detsim.Reply) {
 				m.alerts = append(m.alerts, sinkAlert{T: s.Now(), Clear: true, ID: c.ID})

@@ -299,6 +299,9 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 				continue
 			}
 			id := "coordinator/" + g.Instance
+			if m.opts.Mutant == MutantGroupByShard {
+				id = "coordinator/" + sh.Name
+			}
 			reason := m.verdict(g.Instance, origin)
 			if !m.s.Roster.Fresh {
 				// No roster this round: keep what was decided, decide nothing new.
@@ -394,6 +397,9 @@ func (m *Monitor) delivered(ctx *machine.Ctx, r Delivered) {
 		return // sent again at the next round
 	}
 	ctx.Emit(Spec, ActDeliver, fs...)
+	if m.opts.Mutant == MutantResendAcked {
+		return
+	}
 	m.s.Outbox = slices.Delete(m.s.Outbox, i, i+1)
 }
 

@@ -23,7 +23,26 @@ type Options struct {
 	// finished: its prepare reached the shard after the coordinator died and restarted
 	// (the new process's recovery had already run), or the coordinator cannot log in.
 	StuckAfter time.Duration
+
+	// Mutant breaks one of the monitor's rules on purpose, so the tests can show their
+	// checkers catch the break. Never set it outside a test.
+	Mutant Mutant
 }
+
+// Mutant names a deliberate bug. The zero value is the correct monitor.
+type Mutant uint8
+
+const (
+	// MutantNone is the correct monitor.
+	MutantNone Mutant = iota
+	// MutantResendAcked keeps a delivery in the outbox after the sink acknowledged it:
+	// the decision is sent again every round. It trips "indoubt-decide-once".
+	MutantResendAcked
+	// MutantGroupByShard groups the coordinators' transactions by shard, not by the
+	// instance that wrote them: the alert names the wrong process to check. It trips
+	// "indoubt-alert-names".
+	MutantGroupByShard
+)
 
 const (
 	defaultPeriod     = 30 * time.Second

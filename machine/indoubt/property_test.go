@@ -3,11 +3,14 @@
 package indoubt_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim/check"
+	"loam.dev/router/machine/indoubt"
 	"loam.dev/router/machine/machinetest"
 )
 
@@ -23,4 +26,28 @@ func TestMonitorProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		require.NoError(t, newWorld(t, machinetest.Rapid(t)).run(rapid.IntRange(1, 120).Draw(t, "steps")))
 	})
+}
+
+// TestMonitorMutantsAreCaught: each mutant trips the invariant it breaks within 200 seeds
+// of the world above, with the checker the simulator's bank scenario runs too.
+func TestMonitorMutantsAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutant indoubt.Mutant
+		want   string
+	}{
+		{"ResendAcked", indoubt.MutantResendAcked, check.InvDecideOnce},
+		{"GroupByShard", indoubt.MutantGroupByShard, check.InvAlertNames},
+	} {
+		opts := propOpts
+		opts.Mutant = tc.mutant
+		caught := 0
+		for seed := uint64(1); seed <= 200 && caught == 0; seed++ {
+			if err := newWorldWith(t, machinetest.Seeded(seed), opts).run(120); err != nil && strings.Contains(err.Error(), tc.want) {
+				caught++
+				t.Logf("%s caught at seed %d: %v", tc.name, seed, strings.SplitN(err.Error(), "\n", 2)[0])
+			}
+		}
+		require.Positive(t, caught, "%s never tripped %s in 200 seeds", tc.name, tc.want)
+	}
 }

@@ -33,27 +33,13 @@ func (w *world) named(c indoubt.Alert) []check.AlertedBranch {
 	return out
 }
 
-// checkAlert checks one decision against the gids it names and its reason's timing.
-func (w *world) checkAlert(c indoubt.Alert) {
-	for _, t := range c.Txns {
-		for _, p := range t.Parts {
-			g, err := indoubt.ParseGID(p.GID, propOpts.Deployment)
-			switch {
-			case c.Reason == indoubt.ReasonForeign:
-				if err == nil || t.Name != p.GID || c.ID != "foreign/"+p.Shard {
-					w.violate("alert %s (foreign) names %s on %s as %s", c.ID, p.GID, p.Shard, t.Name)
-				}
-			case err != nil:
-				w.violate("alert %s (%s) names %s, which is not one of PgDog's gids: %v", c.ID, c.Reason, p.GID, err)
-			case g.Txn != t.Name || g.Instance != c.Instance || c.ID != "coordinator/"+g.Instance:
-				w.violate("alert %s (%s) groups %s under transaction %s of instance %s", c.ID, c.Reason, p.GID, t.Name, c.Instance)
-			}
-		}
-	}
+// checkStuck checks a new decision's reason against its timing (the gids it names are
+// check.Decisions's).
+func (w *world) checkStuck(c indoubt.Alert) {
 	// An alert has one reason for all its transactions (the first decided), so a stuck
 	// alert may also name younger ones whose coordinator restarted; its oldest must be stuck
 	// when it is first raised (a raised alert keeps its reason while the roster is stale).
-	if _, raised := w.decided[c.ID]; !raised && c.Reason == indoubt.ReasonStuck && len(c.Txns) > 0 && w.now-c.Txns[0].Prepared < 2*propOpts.Threshold.Milliseconds() {
+	if _, raised := w.chk.Raised()[c.ID]; !raised && c.Reason == indoubt.ReasonStuck && len(c.Txns) > 0 && w.now-c.Txns[0].Prepared < 2*propOpts.Threshold.Milliseconds() {
 		w.violate("alert %s says %s is stuck at %d, prepared at %d: before StuckAfter (twice the threshold)", c.ID, c.Txns[0].Name, w.now, c.Txns[0].Prepared)
 	}
 }
@@ -106,7 +92,7 @@ func (w *world) steady() {
 				}
 				id = "coordinator/" + g.Instance
 			}
-			if _, ok := w.decided[id]; !ok {
+			if _, ok := w.chk.Raised()[id]; !ok {
 				w.violate("%s on %s, prepared at %d, not alerted (%s) at %d after two reliable rounds", gid, sh, x.Prepared, id, w.now)
 			}
 		}
@@ -135,12 +121,12 @@ func (w *world) steady() {
 			}
 		}
 	}
-	got := slices.Sorted(maps.Keys(w.decided))
+	got := slices.Sorted(maps.Keys(w.chk.Raised()))
 	if wantIDs := slices.Sorted(maps.Keys(want)); !slices.Equal(got, wantIDs) {
 		w.violate("steady world at %d: alerts %v, want %v", w.now, got, wantIDs)
 	}
 	for id, r := range want {
-		if a, ok := w.decided[id]; ok && r != "" && a.Reason != r {
+		if a, ok := w.chk.Raised()[id]; ok && r != "" && a.Reason != r {
 			w.violate("steady world: alert %s says %s, want %s", id, a.Reason, r)
 		} else if ok && r == "" && a.Reason != indoubt.ReasonStuck && a.Reason != indoubt.ReasonRestarted {
 			w.violate("steady world: alert %s says %s of a coordinator that runs (want stuck or restarted)", id, a.Reason)
@@ -151,7 +137,7 @@ func (w *world) steady() {
 	id := "unscanned/" + sh
 	for i := 1; i <= propOpts.BlindAfter; i++ {
 		w.round(map[string]bool{sh: true})
-		_, raised := w.decided[id]
+		_, raised := w.chk.Raised()[id]
 		if i < propOpts.BlindAfter && raised {
 			w.violate("%s raised after %d failed scans, BlindAfter is %d", id, i, propOpts.BlindAfter)
 		}
@@ -160,14 +146,14 @@ func (w *world) steady() {
 		}
 	}
 	w.round(nil)
-	if _, raised := w.decided[id]; raised {
+	if _, raised := w.chk.Raised()[id]; raised {
 		w.violate("%s still raised after a scan succeeded", id)
 	}
 	// The same with the scans' replies lost: a scan with no reply by the next round's timer
 	// counts as failed, so the BlindAfter-th such round raises the alert.
 	for i := 1; i <= propOpts.BlindAfter+1; i++ {
 		w.round(nil, sh) // closes the previous round (its scan of sh late) and starts one
-		_, raised := w.decided[id]
+		_, raised := w.chk.Raised()[id]
 		if late := i - 1; late < propOpts.BlindAfter && raised {
 			w.violate("%s raised after %d late scans, BlindAfter is %d", id, late, propOpts.BlindAfter)
 		} else if late == propOpts.BlindAfter && !raised {
@@ -176,7 +162,7 @@ func (w *world) steady() {
 	}
 	w.round(nil)
 	w.round(nil)
-	if _, raised := w.decided[id]; raised {
+	if _, raised := w.chk.Raised()[id]; raised {
 		w.violate("%s still raised after a scan succeeded", id)
 	}
 }

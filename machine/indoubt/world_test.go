@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
+
 	"slices"
 	"strings"
 	"time"
 
+	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/indoubt"
@@ -21,31 +22,40 @@ var propOpts = indoubt.Options{Period: time.Second, Threshold: 5 * time.Second, 
 // restart, and transactions that stay prepared until resolved; a driver that answers,
 // fails, loses replies and dies; and the checkers watching every command.
 type world struct {
-	t       machinetest.TB
-	c       machinetest.Chooser
-	m       *indoubt.Monitor
-	now     int64
-	timer   int64
-	shards  []string                           // tracked
-	txns    map[string]map[string]indoubt.Xact // shard -> gid -> xact
-	procs   map[string]int64                   // live instance id -> started
-	out     []indoubt.Command                  // reads and deliveries in flight
-	steps   map[string]bool                    // every step issued so far
-	decided map[string]indoubt.Alert           // alerts raised and not cleared, by the latest decision
-	used    map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
-	acked   map[string]bool                    // alert steps the sink acknowledged (and the monitor was told)
-	rounds  int64                              // MonitorRound events seen, across driver restarts
-	errs    []error
+	t      machinetest.TB
+	c      machinetest.Chooser
+	m      *indoubt.Monitor
+	opts   indoubt.Options // the monitor's: propOpts, but for a mutant
+	now    int64
+	timer  int64
+	shards []string                           // tracked
+	txns   map[string]map[string]indoubt.Xact // shard -> gid -> xact
+	procs  map[string]int64                   // live instance id -> started
+	out    []indoubt.Command                  // reads and deliveries in flight
+	chk    *check.Decisions                   // the decisions sent, checked with the simulator's code
+	used   map[string]bool                    // every gid prepared so far: a gid is never reused, as PgDog's are not
+	rounds int64                              // MonitorRound events seen, across driver restarts
+	errs   []error
 }
 
 var allShards = []string{"s0", "s1", "s2"}
 
 func newWorld(t machinetest.TB, c machinetest.Chooser) *world {
-	return &world{t: t, c: c, m: indoubt.New(propOpts), now: 10_000, txns: map[string]map[string]indoubt.Xact{},
-		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, steps: map[string]bool{}, acked: map[string]bool{}, decided: map[string]indoubt.Alert{}}
+	return newWorldWith(t, c, propOpts)
+}
+
+func newWorldWith(t machinetest.TB, c machinetest.Chooser, opts indoubt.Options) *world {
+	return &world{t: t, c: c, m: indoubt.New(opts), opts: opts, now: 10_000, txns: map[string]map[string]indoubt.Xact{},
+		procs: map[string]int64{"0": 1, "1": 1, "2": 1}, chk: check.NewDecisions(propOpts.Deployment)}
 }
 
 func (w *world) violate(format string, a ...any) { w.errs = append(w.errs, fmt.Errorf(format, a...)) }
+
+func (w *world) report(v *detsim.Violation) {
+	if v != nil {
+		w.violate("%s: %s", v.Invariant, v.Detail)
+	}
+}
 
 func (w *world) step(in indoubt.Input) {
 	var rec machine.Recorder
@@ -58,35 +68,15 @@ func (w *world) step(in indoubt.Input) {
 		case indoubt.SetTimer:
 			w.timer = c.At
 		case indoubt.Alert:
-			if w.acked[c.Step] {
-				w.violate("alert %s sent again at %s after the sink acknowledged it", c.ID, c.Step)
-			}
 			w.out = append(w.out, c)
-			if w.steps[c.Step] {
-				break // sent again until acknowledged: the same decision
+			if !w.chk.Sent(c.Step) { // a new decision (else sent again until acknowledged)
+				w.checkStuck(c)
+				w.report(check.NoEarlyAlert(w.named(c), propOpts.Threshold.Milliseconds()))
 			}
-			w.steps[c.Step] = true
-			w.checkAlert(c)
-			if v := check.NoEarlyAlert(w.named(c), propOpts.Threshold.Milliseconds()); v != nil {
-				w.violate("%v", v)
-			}
-			if prev, ok := w.decided[c.ID]; ok {
-				prev.Step = c.Step
-				if reflect.DeepEqual(prev, c) {
-					w.violate("alert %s decided again unchanged", c.ID)
-				}
-			}
-			w.decided[c.ID] = c
+			w.report(w.chk.Alert(w.now, c))
 		case indoubt.ClearAlert:
 			w.out = append(w.out, c)
-			if w.steps[c.Step] {
-				break
-			}
-			w.steps[c.Step] = true
-			if _, ok := w.decided[c.ID]; !ok {
-				w.violate("ClearAlert %s, which is not raised", c.ID)
-			}
-			delete(w.decided, c.ID)
+			w.report(w.chk.Clear(w.now, c))
 		default:
 			w.violate("the monitor issued %T %+v: it may only read, alert and wait", c, c)
 		}
@@ -110,11 +100,10 @@ func (w *world) reply(c indoubt.Command, fail bool) indoubt.Input {
 		}
 		return p
 	case indoubt.Alert:
-		if err == nil {
-			w.acked[c.Step] = true
-		}
+		w.chk.Delivered(c.Step, err)
 		return indoubt.Delivered{Step: c.Step, Err: err}
 	case indoubt.ClearAlert:
+		w.chk.Delivered(c.Step, err)
 		return indoubt.Delivered{Step: c.Step, Err: err}
 	case indoubt.ListInstances:
 		r := indoubt.Roster{Step: c.Step, Err: err}
@@ -188,7 +177,7 @@ func (w *world) run(steps int) error {
 				w.step(indoubt.TimerFired{ID: indoubt.RoundTimer})
 			}
 		case 10: // the driver dies and a new one restores the snapshot
-			w.m = machinetest.RoundTrip(w.t, w.m, func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, propOpts) })
+			w.m = machinetest.RoundTrip(w.t, w.m, func(s indoubt.Snapshot) (*indoubt.Monitor, error) { return indoubt.Restore(s, w.opts) })
 			w.timer = 0
 			w.out = nil
 			w.step(indoubt.Restarted{})
@@ -216,8 +205,8 @@ func (w *world) run(steps int) error {
 		w.out = w.out[1:]
 		w.step(w.reply(c, false))
 	}
-	if len(w.decided) > 0 {
-		w.violate("alerts still raised after everything resolved: %v", slices.Sorted(maps.Keys(w.decided)))
+	if raised := w.chk.Raised(); len(raised) > 0 {
+		w.violate("alerts still raised after everything resolved: %v", slices.Sorted(maps.Keys(raised)))
 	}
 	if ob := w.m.Snapshot().Outbox; len(ob) > 0 {
 		w.violate("deliveries still unacknowledged after every one was answered: %v", ob)
