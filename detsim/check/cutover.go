@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"loam.dev/router/detsim"
+	"loam.dev/router/machine/cutover"
 )
 
 // The cutover's step invariants (§6.4's order of steps 2–6), checked at the moment of the
@@ -138,6 +139,57 @@ func Claims(t int64, missed, lagging, unresumed []string, answers map[string]Ans
 			if sent > 0 && ok == sent {
 				return &detsim.Violation{Invariant: InvClaims, T: t,
 					Detail: fmt.Sprintf("Done lists %s in %s, but each of the %d %s steps sent to it had an attempt answered OK", i, l.list, sent, l.kind)}
+			}
+		}
+	}
+	return nil
+}
+
+// InvFencesAtDone is the cutover's belief about each shard's fence, held against the world
+// when it reports Done: the Outcome says which shards stay fenced, and the operator acts on
+// it. Finalized: the destination open, and the source too unless Done names an instance
+// Lagging (the fence stays on the old shards for it); RolledBack: the source open, the
+// destination fenced exactly where a fence reached it (a CUTOVER landing after the machine
+// gave up may swap the designated instance there, and its writes must be refused);
+// Reversed: the source open, the destination fenced; Aborted: no source shard fenced.
+// Halted leaves it to the operator and is not judged.
+const InvFencesAtDone = "cutover-fences-at-done"
+
+// FenceState is a shard's fence as the world has it when Done is reported.
+type FenceState struct {
+	Shard string
+	// Fenced is whether the writes are refused now; Ever whether a fence took effect on
+	// the shard during the cutover.
+	Fenced, Ever bool
+}
+
+// FencesAtDone checks InvFencesAtDone for a Done with outcome (lagging: Done.Lagging is
+// not empty) against the source and destination shards' fences at time t.
+func FencesAtDone(t int64, outcome cutover.Outcome, lagging bool, src, dst []FenceState) *detsim.Violation {
+	bad := func(f FenceState, want bool, why string) *detsim.Violation {
+		return &detsim.Violation{Invariant: InvFencesAtDone, T: t,
+			Detail: fmt.Sprintf("%v: shard %s fenced=%v, want %v (%s)", outcome, f.Shard, f.Fenced, want, why)}
+	}
+	srcOpen := outcome == cutover.RolledBack || outcome == cutover.Reversed || outcome == cutover.Aborted ||
+		outcome == cutover.Finalized && !lagging
+	for _, f := range src {
+		if srcOpen && f.Fenced {
+			return bad(f, false, "traffic is on the source layout, or nothing is left to fence it for")
+		}
+	}
+	for _, f := range dst {
+		switch outcome {
+		case cutover.Finalized:
+			if f.Fenced {
+				return bad(f, false, "traffic moved to the destination")
+			}
+		case cutover.RolledBack:
+			if f.Fenced != f.Ever {
+				return bad(f, f.Ever, "a rollback leaves the destination fenced where a fence reached it")
+			}
+		case cutover.Reversed:
+			if !f.Fenced {
+				return bad(f, true, "the reverse moved traffic back to the source")
 			}
 		}
 	}

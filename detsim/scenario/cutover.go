@@ -732,6 +732,9 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 		if v := check.Claims(s.Now(), c.done.Missed, c.done.Lagging, c.done.Unresumed, c.answers); v != nil {
 			return v
 		}
+		if v := check.FencesAtDone(s.Now(), c.done.Outcome, len(c.done.Lagging) > 0, fences(f, src), fences(f, dst)); v != nil {
+			return v
+		}
 	}
 	if c.done == nil {
 		return &detsim.Violation{Invariant: "converges", T: s.Now(),
@@ -742,6 +745,18 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 		return nil // an operator must decide: nothing converges on its own
 	}
 	return check.Converged(f.routers, db, final.Generation, hostsOf(final.Layout), s.Now())
+}
+
+// fences is the backends' fences of the application role now, for check.FencesAtDone
+// (nothing fences or unfences after Done: the cutover is the only machine that does).
+func fences(f *fleet, bs []shardmap.Backend) []check.FenceState {
+	out := make([]check.FenceState, len(bs))
+	for i, b := range bs {
+		be := f.dir[b.Host]
+		out[i] = check.FenceState{Shard: be.Name, Fenced: be.Fenced(appRole),
+			Ever: slices.ContainsFunc(be.Fences, func(x model.Fence) bool { return x.Role == appRole && x.On })}
+	}
+	return out
 }
 
 // cut reports whether a CUTOVER on the designated instance took effect since routing last

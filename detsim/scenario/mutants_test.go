@@ -63,6 +63,7 @@ var mutants = []mutant{
 	// was written; 1365 just before the window points joined the cutover's swarm, 222 after,
 	// 2031 since the drain's reads became calls of their own).
 	{"cutover", scenario.MutantOpenDestinationOnRollback, "no-lost-ack", 3000},
+	{"cutover", scenario.MutantOpenDestinationOnRollback, check.InvFencesAtDone, 300},
 	// The cutover's protections shown necessary by a world that opens their window every
 	// run (cutover_worlds.go, issue 20): the catch-up lag threshold (a stream of finite
 	// throughput and a burst of writes: without it CUTOVER cannot drain within PgDog's
@@ -261,6 +262,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvConfirmedLoaded, ""},
 	{check.InvDecideOnce, ""},
 	{check.InvAlertNames, ""},
+	{check.InvFencesAtDone, ""},
 	{check.InvCausalRead, ""},
 	{check.InvNoEarlyAlert, ""},
 	{check.InvDesignatedWritable, ""},

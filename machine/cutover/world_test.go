@@ -757,23 +757,16 @@ func (w *world) checkEnd(d cutover.Done) {
 			}
 		}
 	}
+	if v := check.FencesAtDone(w.now(), d.Outcome, len(d.Lagging) > 0, w.fences(w.src), w.fences(w.dst)); v != nil {
+		w.violate("%s: %s", v.Invariant, v.Detail)
+	}
 	switch d.Outcome {
 	case cutover.Finalized:
 		w.expectRecord(d, w.g+2, shardmap.Serving)
-		if len(d.Lagging) == 0 {
-			w.expectFence(w.src, false)
-		}
-		w.expectFence(w.dst, false)
 	case cutover.RolledBack:
 		w.expectRecord(d, w.g+1, shardmap.Serving)
 		if w.layoutOf(w.store) != "src" {
 			w.violate("rolled back but the record routes to the new layout")
-		}
-		w.expectFence(w.src, false)
-		for _, s := range w.dst {
-			if w.fenced[s] != w.fencedEver[s] {
-				w.violate("rolled back: destination shard %s fenced=%v, but a fence reached it: %v (a rollback leaves the destination fenced)", s, w.fenced[s], w.fencedEver[s])
-			}
 		}
 		if w.cut && !w.lateCut && w.copyTask != noTask && w.tasks[w.copyTask] == cutover.TaskFinished {
 			// Its listing says it took, and nothing can be rolled back from there: the
@@ -787,8 +780,6 @@ func (w *world) checkEnd(d cutover.Done) {
 		}
 	case cutover.Reversed:
 		w.expectRecord(d, w.g+2, shardmap.Serving)
-		w.expectFence(w.src, false)
-		w.expectFence(w.dst, true)
 		if l := w.layoutOf(w.store); w.routes[w.designated] != l && !w.lateCut && !w.checkFailed && !slices.Contains(d.Lagging, w.designated) {
 			// A d that restarted after the reverse CUTOVER, before the files of g+2, routes
 			// by those of g+1, to the new shards the reverse left fenced.
@@ -813,12 +804,13 @@ func (w *world) expectRecord(d cutover.Done, gen uint64, phase shardmap.Phase) {
 	}
 }
 
-func (w *world) expectFence(shards []string, fenced bool) {
-	for _, s := range shards {
-		if w.fenced[s] != fenced {
-			w.violate("shard %s fenced=%v, want %v", s, w.fenced[s], fenced)
-		}
+// fences is the shards' fences as the world has them, for check.FencesAtDone.
+func (w *world) fences(shards []string) []check.FenceState {
+	out := make([]check.FenceState, len(shards))
+	for i, s := range shards {
+		out[i] = check.FenceState{Shard: s, Fenced: w.fenced[s], Ever: w.fencedEver[s]}
 	}
+	return out
 }
 
 // stepOf returns a command's step id ("" for commands without one).
