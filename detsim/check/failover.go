@@ -9,6 +9,7 @@ import (
 	"loam.dev/router/detsim"
 	"loam.dev/router/detsim/model"
 	"loam.dev/router/kernel/shardmap"
+	"loam.dev/router/machine/failover"
 )
 
 // Invariants of a failover (§9.1), as named in reports.
@@ -70,6 +71,59 @@ func RecordMirrorsVitess(rec *shardmap.Record, v Primaries, now int64) *detsim.V
 						rec.Version, rec.Generation, sh.Backend.Tablet, rec.Router.Name, sh.Name, v.Primary(sh.Name))}
 			}
 		}
+	}
+	return nil
+}
+
+// InvFailoverDone is the failover's Done held against the world: what it tells the
+// operator is so. Fenced means the old primary refuses the application's writes; a
+// Repointed failover that did not fence the old primary (and did not find the promoted one
+// in its place) alerted that it could not; Repointed names a generation above the start's
+// that the store held naming the promoted primary, which ConfigPush was handed (PgDog) or
+// after which Vitess made the promoted tablet primary.
+const InvFailoverDone = "failover-done"
+
+// FailoverEnd is the world when a failover machine reports Done.
+type FailoverEnd struct {
+	Done failover.Done
+	// StartGeneration is the generation of the record the failover started from.
+	StartGeneration uint64
+	// OldFenced: the old primary refuses the application role's writes now.
+	OldFenced bool
+	// SamePlace: the promoted primary is where the old one was (nothing to fence).
+	SamePlace bool
+	// FenceAlerted: the machine alerted that the old primary could not be fenced.
+	FenceAlerted bool
+	// StoredPromoted: a record the store held at Done.Generation names the promoted primary.
+	StoredPromoted bool
+	// PgDog: the router is PgDog (else Vitess). Pushed is the last generation handed to
+	// ConfigPush; Reparented whether Vitess made the promoted tablet the shard's primary.
+	PgDog      bool
+	Pushed     uint64
+	Reparented bool
+}
+
+// FailoverDone checks InvFailoverDone at time t.
+func FailoverDone(t int64, e FailoverEnd) *detsim.Violation {
+	d := e.Done
+	bad := func(format string, a ...any) *detsim.Violation {
+		return &detsim.Violation{Invariant: InvFailoverDone, T: t, Detail: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case d.Fenced && !e.OldFenced:
+		return bad("done says fenced but the old primary takes writes")
+	case d.Outcome != failover.Repointed:
+		return nil
+	case !d.Fenced && !e.SamePlace && !e.FenceAlerted:
+		return bad("repointed without fencing the old primary and without an alert saying so")
+	case d.Generation <= e.StartGeneration:
+		return bad("repointed at generation %d, not above the start's %d: routers cannot tell the new files from the old", d.Generation, e.StartGeneration)
+	case !e.StoredPromoted:
+		return bad("repointed at generation %d, which no stored record naming the promoted primary has", d.Generation)
+	case e.PgDog && e.Pushed != d.Generation:
+		return bad("repointed at generation %d but ConfigPush has %d", d.Generation, e.Pushed)
+	case !e.PgDog && !e.Reparented:
+		return bad("repointed but Vitess was never reparented")
 	}
 	return nil
 }

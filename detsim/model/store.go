@@ -23,6 +23,9 @@ type Store struct {
 	watches []*watch
 	// Writes is every record write that committed, in order, for the checkers.
 	Writes []RecordWrite
+	// Committed, when set, sees every record that commits (a clone), for checkers that
+	// need more of it than Writes keeps.
+	Committed func(adapters.DBRef, *shardmap.Record)
 }
 
 // RecordWrite is one committed record write. Seq is the simulator's event count: it
@@ -86,6 +89,9 @@ func (st *Store) commit(db adapters.DBRef, r *shardmap.Record, injected bool) {
 	}
 	st.Writes = append(st.Writes, RecordWrite{T: now, Seq: step, DB: db, Version: r.Version, Generation: r.Generation,
 		Phase: r.State.Phase, Step: r.State.Step, Injected: injected})
+	if st.Committed != nil {
+		st.Committed(db, r.Clone())
+	}
 	// Fire the watches this write satisfies, in registration order; the others wait.
 	var fire []*watch
 	st.watches = slices.DeleteFunc(st.watches, func(w *watch) bool {

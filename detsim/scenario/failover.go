@@ -54,7 +54,7 @@ var Failover = detsim.Scenario{
 		"PrimaryFailover.Done", "failover.old_alive", "failover.old_dead", "failover.alert", "failover.repointed",
 		"failover.vitess", "failover.pgdog", "failover.conflict.repointed", "standby.sync_wait", "failover.old_took_write"},
 	Mutants: []string{MutantFailoverSkipFence, MutantRecordBeforeReparent, MutantPushBeforeRecord,
-		MutantKeepGeneration, MutantStandbyAsync},
+		MutantKeepGeneration, MutantStandbyAsync, MutantClaimFenced},
 	World: failoverWorld,
 }
 
@@ -78,6 +78,9 @@ const (
 	// primary acknowledges writes the standby does not have yet when it is promoted.
 	// Trips "no-lost-ack".
 	MutantStandbyAsync = "standby-async"
+	// MutantClaimFenced reports the old primary fenced when its fence was given up on.
+	// Trips "failover-done".
+	MutantClaimFenced = "failover-claim-fenced"
 )
 
 func failoverMutants(mutant string) failover.Mutants {
@@ -86,6 +89,7 @@ func failoverMutants(mutant string) failover.Mutants {
 		RecordBeforeReparent: mutant == MutantRecordBeforeReparent,
 		PushBeforeRecord:     mutant == MutantPushBeforeRecord,
 		KeepGeneration:       mutant == MutantKeepGeneration,
+		ClaimFenced:          mutant == MutantClaimFenced,
 	}
 }
 
@@ -107,9 +111,13 @@ type failoverRun struct {
 	promoted shardmap.Backend
 	oldDead  bool
 	// alerted: the machine told the operator it could not fence the old primary.
-	alerted   bool
-	violation *detsim.Violation
-	checked   uint64 // the last record version checked against Vitess
+	alerted bool
+	// promotedAt holds the generations the store took naming the promoted primary for the
+	// shard, pushed the last generation handed to ConfigPush: for check.FailoverDone.
+	promotedAt map[uint64]bool
+	pushed     uint64
+	violation  *detsim.Violation
+	checked    uint64 // the last record version checked against Vitess
 }
 
 // attempt is one run of the failover machine. One that ends Failed (the record kept
@@ -124,7 +132,7 @@ type attempt struct {
 
 func failoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 	f := newFleet(s)
-	r := &failoverRun{f: f}
+	r := &failoverRun{f: f, promotedAt: map[uint64]bool{}}
 	r.vitess = s.Param("vitess", s.Intn(2)) == 1
 	switch mutant {
 	case MutantRecordBeforeReparent:
@@ -181,6 +189,11 @@ func failoverWorld(s *detsim.Sim, mutant string) *detsim.Violation {
 		r.d.start()
 	}
 	r.shard = rec.Layout.Shards[r.idx].Name
+	f.store.Committed = func(_ adapters.DBRef, rec *shardmap.Record) {
+		if r.namesPromoted(rec) {
+			r.promotedAt[rec.Generation] = true
+		}
+	}
 	r.crashes()
 	r.opts = failover.Options{
 		RetryAfter: int64(s.Param("retry_after_ms", []int{100, 500}[s.Intn(2)])),
@@ -374,6 +387,8 @@ func (r *failoverRun) exec(a *attempt, cmd failover.Command) {
 		var err error
 		if !ok {
 			err = errors.New("scenario: ConfigPush's process is down")
+		} else {
+			r.pushed = c.Generation
 		}
 		s.After(0, detsim.Label{Kind: "handoff", To: "failover", What: "g" + strconv.FormatUint(c.Generation, 10)}, func() {
 			back(failover.Reply{Step: c.Step, Attempt: c.Attempt, Err: err})
@@ -384,6 +399,7 @@ func (r *failoverRun) exec(a *attempt, cmd failover.Command) {
 		if a.done == nil {
 			d := c
 			a.done = &d
+			r.checkDone(a, c)
 			s.Probe("failover." + c.Outcome.String())
 			if c.Outcome == failover.Failed && a == r.cur {
 				s.After(s.Between(1000, 5000), detsim.Label{Kind: "op", What: "retry failover"}, r.begin)
@@ -392,6 +408,33 @@ func (r *failoverRun) exec(a *attempt, cmd failover.Command) {
 	default:
 		panic(fmt.Sprintf("scenario: failover command %T has no executor", cmd))
 	}
+}
+
+// namesPromoted reports whether rec names the promoted primary for the failing shard.
+func (r *failoverRun) namesPromoted(rec *shardmap.Record) bool {
+	for _, sh := range rec.Layout.Shards {
+		if sh.Name == r.shard {
+			return sh.Backend.Host == r.promoted.Host && sh.Backend.Port == r.promoted.Port
+		}
+	}
+	return false
+}
+
+// checkDone holds attempt a's Done against the world (check.FailoverDone).
+func (r *failoverRun) checkDone(a *attempt, d failover.Done) {
+	if r.violation != nil || a.start == nil {
+		return
+	}
+	var old shardmap.Backend
+	for _, sh := range a.start.Layout.Shards {
+		if sh.Name == r.shard {
+			old = sh.Backend
+		}
+	}
+	r.violation = check.FailoverDone(r.f.s.Now(), check.FailoverEnd{Done: d, StartGeneration: a.start.Generation,
+		OldFenced: r.old.Fenced(appRole), SamePlace: old.Host == r.promoted.Host && old.Port == r.promoted.Port,
+		FenceAlerted: r.alerted, StoredPromoted: r.promotedAt[d.Generation], PgDog: !r.vitess, Pushed: r.pushed,
+		Reparented: r.vitess && r.vt.Primary(r.shard) == r.promoted.Tablet})
 }
 
 // writable reports whether a server takes the application's writes now: up, the role may

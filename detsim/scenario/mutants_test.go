@@ -118,6 +118,7 @@ var mutants = []mutant{
 	{"failover", scenario.MutantPushBeforeRecord, "files-only-published", 100},
 	{"failover", scenario.MutantKeepGeneration, "converges", 100},
 	{"failover", scenario.MutantStandbyAsync, "no-lost-ack", 200},
+	{"failover", scenario.MutantClaimFenced, check.InvFailoverDone, 200},
 	// machine/vreshard's mutants (vreshard.Mutants).
 	{"vreshard", scenario.MutantVReshardSkipVDiff, check.InvVReshardVDiff, 50},
 	{"vreshard", scenario.MutantVReshardSkipMirror, check.InvVReshardMirror, 50},
@@ -263,6 +264,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvDecideOnce, ""},
 	{check.InvAlertNames, ""},
 	{check.InvFencesAtDone, ""},
+	{check.InvFailoverDone, ""},
 	{check.InvCausalRead, ""},
 	{check.InvNoEarlyAlert, ""},
 	{check.InvDesignatedWritable, ""},

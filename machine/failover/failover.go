@@ -364,6 +364,9 @@ func (m *Machine) onReply(ctx *machine.Ctx, in Reply) {
 		// The old primary is down or cut off (the usual reason for a failover): go on. If
 		// it comes back, the routers no longer point at it once the record is pushed.
 		ctx.Emit(Spec, ActFenceSkipped, machine.S("shard", m.s.Start.Shard))
+		if m.s.Start.Options.Mutants.ClaimFenced {
+			m.s.Fenced = true
+		}
 		m.out = append(m.out, Alert{Step: in.Step, Reason: "old primary " + backendAddr(m.old()) + " of shard " + m.s.Start.Shard +
 			" could not be fenced (" + in.Err.Error() + "); fence it by hand if it comes back before every router has the new generation"})
 		m.enter(ctx, m.after(m.s.Stage))

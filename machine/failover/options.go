@@ -33,6 +33,10 @@ type Mutants struct {
 	// refusal were transient: a tablet of another shard is asked about forever. Trips "a
 	// permanent refusal is not sent again".
 	RetryPermanent bool
+	// ClaimFenced reports the old primary fenced (Done.Fenced) when its fence was given
+	// up on after Attempts tries: the operator is told there is nothing to fence by hand.
+	// Trips "failover-done" ("done says fenced but the old primary takes writes").
+	ClaimFenced bool
 }
 
 func (o Options) withDefaults() Options {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/kernel/shardmap"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/failover"
@@ -178,18 +179,20 @@ func TestMutantsTripInvariants(t *testing.T) {
 		mutant    failover.Mutants
 		vitess    bool
 		invariant string
+		setup     func(*world)
 	}{
-		{"SkipFence/pgdog", failover.Mutants{SkipFence: true}, false, "before the old primary was fenced"},
-		{"SkipFence/vitess", failover.Mutants{SkipFence: true}, true, "before the old primary was fenced"},
-		{"RecordBeforeReparent", failover.Mutants{RecordBeforeReparent: true}, true, "before Vitess reparented the tablet"},
-		{"PushBeforeRecord", failover.Mutants{PushBeforeRecord: true}, false, "which no stored record naming the promoted primary has"},
-		{"KeepGeneration", failover.Mutants{KeepGeneration: true}, false, "generations only increase"},
-		{"KeepGeneration/store", failover.Mutants{KeepGeneration: true}, true, "record refused by the store"},
+		{"SkipFence/pgdog", failover.Mutants{SkipFence: true}, false, "before the old primary was fenced", nil},
+		{"SkipFence/vitess", failover.Mutants{SkipFence: true}, true, "before the old primary was fenced", nil},
+		{"RecordBeforeReparent", failover.Mutants{RecordBeforeReparent: true}, true, "before Vitess reparented the tablet", nil},
+		{"PushBeforeRecord", failover.Mutants{PushBeforeRecord: true}, false, "which no stored record naming the promoted primary has", nil},
+		{"KeepGeneration", failover.Mutants{KeepGeneration: true}, false, "generations only increase", nil},
+		{"KeepGeneration/store", failover.Mutants{KeepGeneration: true}, true, "record refused by the store", nil},
+		{"ClaimFenced", failover.Mutants{ClaimFenced: true}, false, check.InvFailoverDone, func(w *world) { w.oldDown = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
 			for seed := range uint64(20) {
-				_, v, _ := run(rngChooser{rand.New(rand.NewPCG(seed, 3))}, tc.vitess, 20, tc.mutant)
+				_, _, v, _ := runWith(rngChooser{rand.New(rand.NewPCG(seed, 3))}, tc.vitess, 20, tc.mutant, tc.setup)
 				for _, x := range v {
 					if strings.Contains(x, tc.invariant) {
 						caught++
@@ -199,5 +202,19 @@ func TestMutantsTripInvariants(t *testing.T) {
 			}
 			require.Positive(t, caught, "mutant %s never tripped %q in 20 seeds", tc.name, tc.invariant)
 		})
+	}
+}
+
+// TestOldPrimaryDown: with the old primary down every fence fails, and the correct machine
+// still repoints, says it did not fence (Done.Fenced false) and alerts so (the world's
+// check.FailoverDone holds): the world in which MutantClaimFenced is caught.
+func TestOldPrimaryDown(t *testing.T) {
+	for seed := range uint64(20) {
+		done, w, v, log := runWith(rngChooser{rand.New(rand.NewPCG(seed, 3))}, false, 20, failover.Mutants{}, func(w *world) { w.oldDown = true })
+		require.Empty(t, v, strings.Join(log, "\n"))
+		require.NotNil(t, done)
+		require.Equal(t, failover.Repointed, done.Outcome, done.Reason)
+		require.False(t, done.Fenced)
+		require.True(t, w.alerted("could not be fenced"))
 	}
 }
