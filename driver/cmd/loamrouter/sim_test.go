@@ -204,7 +204,7 @@ func TestSimArgumentErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"sim", "cutovr"}, `no scenario "cutovr": choose from traffic, bank, push, cutover`},
+		{[]string{"sim", "cutovr"}, `no scenario "cutovr": choose from traffic, bank, push, push-kubernetes, cutover`},
 		{[]string{"sim", "traffic", "--mutant", scenario.MutantSkipFence}, "scenario traffic has no mutant"},
 		{[]string{"sim", "--mutant", "no-such"}, `no scenario has mutant "no-such"`},
 		{[]string{"sim", "cutover", "--schedule", "ops=1;faults="}, "give exactly one --seed"},
