@@ -2,8 +2,7 @@ package spec
 
 import (
 	"fmt"
-	"os"
-	"slices"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +23,24 @@ type crEvent struct {
 func (e crEvent) quint() string {
 	return fmt.Sprintf(`{ act: %q, t: %d, f: %q, hg: %d, ep: %q, n: %d, sent: %d, known: %t, lsn: %d, state: %q, src: %q, after: %d, deadline: %d, resolved: %t }`,
 		e.Action, e.T, e.F, e.HG, e.EP, e.N, e.Sent, e.Known, e.LSN, e.State, e.Src, e.After, e.DL, e.Resolved)
+}
+
+// pack is e as one integer (packedEvent): its fields in the order CausalReadTrace's decode
+// takes them apart from the last.
+func (e crEvent) pack(names *[]string) (*big.Int, error) {
+	p := packer{names: names}
+	for _, s := range []struct{ v, what string }{{e.Action, "act"}, {e.F, "f"}, {e.EP, "ep"}, {e.State, "state"}, {e.Src, "src"}} {
+		p.str(s.v, s.what)
+	}
+	for _, f := range []struct {
+		v    int
+		what string
+	}{{e.T, "t"}, {e.HG, "hg"}, {e.N, "n"}, {e.Sent, "sent"}, {e.LSN + 1, "lsn+1"}, {e.After, "after"}, {e.DL, "deadline"}} {
+		p.int(f.v, f.what)
+	}
+	p.bool(e.Known)
+	p.bool(e.Resolved)
+	return &p.n, p.err
 }
 
 // crEP is the model's name of a causal-scenario endpoint: p for the primary, r<i> for
@@ -116,47 +133,21 @@ func causalTrace(t *testing.T, seed uint64) ([]crEvent, []string) {
 		"TraceReplicas = Set(" + strings.Join(replicas, ", ") + ")"}
 }
 
-// causalWindow is how many of a trace's first events are validated (SPEC_TRACE_CAUSAL_EVENTS,
-// default 120; "all" for the whole trace), cut back to the start of a step (an Observe, a
-// Record or a Require): a prefix of a trace is a trace from the initial state. A seed's
-// whole trace is some 500-700 events, and Quint's type checker alone takes about 0.1 s of
-// CPU an event of the generated module (60 s for seed 1's 676), hence the window.
-func causalWindow(t *testing.T, events []crEvent) []crEvent {
-	t.Helper()
-	n := 120
-	if v := os.Getenv("SPEC_TRACE_CAUSAL_EVENTS"); v == "all" {
-		return events
-	} else if v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "SPEC_TRACE_CAUSAL_EVENTS=%q is not a number or all", v)
-	}
-	if n >= len(events) {
-		return events
-	}
-	for n > 0 && !slices.Contains([]string{"Observe", "Record", "Require"}, events[n].Action) {
-		n--
-	}
-	return events[:n]
-}
-
-// TestTraceValidationCausal: the CausalRead events of detsim's causal scenario (a window of
-// each trace, see causalWindow) are steps the model allows, for its corpus seeds and
-// SPEC_TRACE_SEEDS fresh ones (default 1).
+// TestTraceValidationCausal: the CausalRead events of detsim's causal scenario, each trace
+// whole (some 500-700 events, handed to the model packed: see packedEvent), are steps the
+// model allows, for its corpus seeds and SPEC_TRACE_SEEDS fresh ones (default 1).
 func TestTraceValidationCausal(t *testing.T) {
 	requireExplained(t, "CausalReadTrace", traceSeeds(t, "causal", 3, 1), func(t *testing.T, seed uint64) ([]crEvent, []string) {
-		events, consts := causalTrace(t, seed)
-		return causalWindow(t, events), consts
+		return causalTrace(t, seed)
 	})
 }
 
 // TestTraceValidationCausalRejects: a causal trace with one event changed (a Require naming
-// a record completed 1 ms later than the session's) or one moved earlier (a Require with a
-// record moved before the write it follows) is rejected at the index of that event, and the
-// unchanged trace passes.
+// a record completed 1 ms later than the session's, early in the trace or the last one) or
+// one moved earlier (a Require with a record moved before the write it follows) is rejected
+// at the index of that event, and the unchanged trace passes.
 func TestTraceValidationCausalRejects(t *testing.T) {
-	all, consts := causalTrace(t, 1)
-	events := causalWindow(t, all)
+	events, consts := causalTrace(t, 1)
 	require := require.New(t)
 	req := indexOf(t, events, "Require with a record", func(e crEvent) bool { return e.Action == "Require" && e.State != "none" })
 	rec := -1
@@ -169,8 +160,18 @@ func TestTraceValidationCausalRejects(t *testing.T) {
 	changed := append([]crEvent(nil), events...)
 	changed[req].After++
 	moved := moveEarlier(events, req, rec)
+	// The last such Require, changed the same way: the whole trace is validated, not a
+	// first window of it.
+	last := len(events) - 1
+	for last >= 0 && !(events[last].Action == "Require" && events[last].State != "none") {
+		last--
+	}
+	require.Greater(last, 400, "the last Require with a record is early in the trace")
+	late := append([]crEvent(nil), events...)
+	late[last].After++
 	got := validateTraces(t, "CausalReadTrace", traceRun[crEvent]{"unchanged", events, consts},
-		traceRun[crEvent]{"changed", changed, consts}, traceRun[crEvent]{"moved", moved, consts})
-	require.Equal([]int{len(events), req, rec}, got,
-		"want the unchanged trace explained, the changed one stopped at its Require %d, the one with the Require moved before its Record at %d", req, rec)
+		traceRun[crEvent]{"changed", changed, consts}, traceRun[crEvent]{"moved", moved, consts},
+		traceRun[crEvent]{"late", late, consts})
+	require.Equal([]int{len(events), req, rec, last}, got,
+		"want the unchanged trace explained, the changed one stopped at its Require %d, the one with the Require moved before its Record at %d, the late change at %d", req, rec, last)
 }

@@ -3,7 +3,7 @@ package spec
 import (
 	"cmp"
 	"fmt"
-	"os"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +25,19 @@ type csEvent struct {
 func (e csEvent) quint() string {
 	return fmt.Sprintf(`{ act: %q, sh: %q, ok: %t, seen: %t, alive: %t, old1: %t, old2: %t, over1: %t, over2: %t, rest1: %t, rest2: %t, reason: %q }`,
 		e.Action, e.Shard, e.OK, e.Seen, e.Alive, e.Old1, e.Old2, e.Over1, e.Over2, e.Rest1, e.Rest2, e.Reason)
+}
+
+// pack is e as one integer (packedEvent), in the order CrossShardCommitTrace's decode takes
+// it apart from the last.
+func (e csEvent) pack(names *[]string) (*big.Int, error) {
+	p := packer{names: names}
+	p.str(e.Action, "act")
+	p.str(e.Shard, "sh")
+	p.str(e.Reason, "reason")
+	for _, b := range []bool{e.OK, e.Seen, e.Alive, e.Old1, e.Old2, e.Over1, e.Over2, e.Rest1, e.Rest2} {
+		p.bool(b)
+	}
+	return &p.n, p.err
 }
 
 // csRound is one round of the monitor as its events show it.
@@ -101,9 +114,9 @@ type csTxn struct{ name, instance string }
 
 // crossshardProject projects the monitor's rounds onto each transaction seen prepared (see
 // spec/trace/CrossShardCommitTrace.qnt), keeping the rounds from the first that sees it to
-// the first after which it is neither prepared nor alerted, at most maxRounds of them (a
-// prefix of a projection is a projection). threshold and stuckAfter are the monitor's, in ms.
-func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, threshold, stuckAfter int64, maxRounds int) map[csTxn][]csEvent {
+// the first after which it is neither prepared nor alerted, whole (handed to the model
+// packed: see packedEvent). threshold and stuckAfter are the monitor's, in ms.
+func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, threshold, stuckAfter int64) map[csTxn][]csEvent {
 	t.Helper()
 	model := map[string]string{}
 	for i, n := range shardNames {
@@ -189,7 +202,7 @@ func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, thr
 			return r
 		}
 		var evs []csEvent
-		prev, started, n := "", false, 0
+		prev, started := "", false
 		for i, r := range rounds {
 			v := views[i]
 			seenAny := false
@@ -201,10 +214,6 @@ func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, thr
 				continue
 			}
 			started = true
-			if n == maxRounds {
-				break
-			}
-			n++
 			evs = append(evs, csEvent{Action: indoubt.ActRound})
 			ro := csEvent{Action: indoubt.ActRoster}
 			ro.OK, _ = r.roster["ok"].(bool)
@@ -245,19 +254,6 @@ func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, thr
 	return out
 }
 
-// crossshardMaxRounds is how many rounds of each transaction's projection are validated
-// (SPEC_TRACE_CROSSSHARD_ROUNDS, default 12: some 60 events; Quint's type checker takes
-// about 0.1 s of CPU an event of the generated module).
-func crossshardMaxRounds(t *testing.T) int {
-	t.Helper()
-	if v := os.Getenv("SPEC_TRACE_CROSSSHARD_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "SPEC_TRACE_CROSSSHARD_ROUNDS=%q is not a number", v)
-		return n
-	}
-	return 12
-}
-
 // crossshardTraces is the projections of detsim's bank run at seed, one per transaction,
 // sorted by transaction.
 func crossshardTraces(t *testing.T, seed uint64) ([]csTxn, [][]csEvent) {
@@ -277,7 +273,7 @@ func crossshardTraces(t *testing.T, seed uint64) ([]csTxn, [][]csEvent) {
 	}
 	slices.Sort(names)
 	require.Len(t, names, 2, "seed %d: the model has two shards", seed)
-	proj := crossshardProject(t, csRounds(t, events, len(names)), names, threshold, 2*threshold, crossshardMaxRounds(t))
+	proj := crossshardProject(t, csRounds(t, events, len(names)), names, threshold, 2*threshold)
 	var txns []csTxn
 	for txn := range proj {
 		txns = append(txns, txn)
