@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -145,14 +146,16 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 				}
 				feed(indoubt.Prepared{Step: c.Step, Shard: x, Xacts: xs})
 			}
-		case "MonitorRoster":
+		case "MonitorRoster", "MonitorRosterOf":
 			now = int64(p.Rounds+1)*csPeriod + csPeriod/2
 			if roster == nil {
 				fail("the model's roster arrives, the monitor asked for none")
 			}
 			r := indoubt.Roster{Step: roster.Step}
 			roster = nil
-			if p.Alive {
+			if ok, _ := picks["ok"].(bool); !ok {
+				r.Err = errors.New("kubernetes: the server is currently unable to handle the request")
+			} else if p.Alive {
 				r.Processes = []indoubt.Process{{ID: "node1", Started: started}}
 			}
 			prev := alert

@@ -291,13 +291,18 @@ func crossshardTraces(t *testing.T, seed uint64) ([]csTxn, [][]csEvent) {
 // model allows, for its corpus seeds and SPEC_TRACE_SEEDS fresh ones (default 2).
 func TestTraceValidationCrossShard(t *testing.T) {
 	var runs []traceRun[csEvent]
-	total := 0
+	total, failed := 0, 0
 	seeds := traceSeeds(t, "bank", 6, 2)
 	for _, seed := range seeds {
 		txns, projs := crossshardTraces(t, seed)
 		for i, txn := range txns {
 			runs = append(runs, traceRun[csEvent]{fmt.Sprintf("seed-%d/%s", seed, strings.TrimPrefix(txn.name, indoubt.GIDPrefix)), projs[i], nil})
 			total += len(projs[i])
+			for _, e := range projs[i] {
+				if e.Action == indoubt.ActRoster && !e.OK {
+					failed++
+				}
+			}
 		}
 	}
 	got := validateTraces(t, "CrossShardCommitTrace", runs...)
@@ -306,7 +311,7 @@ func TestTraceValidationCrossShard(t *testing.T) {
 			t.Errorf("%s: the model cannot explain event %d (%+v) of %d", r.name, got[i], r.events[min(got[i], len(r.events)-1)], len(r.events))
 		}
 	}
-	t.Logf("CrossShardCommitTrace: %d seeds (%v), %d transactions, %d events", len(seeds), seeds, len(runs), total)
+	t.Logf("CrossShardCommitTrace: %d seeds (%v), %d transactions, %d events (%d failed rosters)", len(seeds), seeds, len(runs), total, failed)
 }
 
 // TestTraceValidationCrossShardRejects: the projection of bank seed 13070722's stuck

@@ -55,8 +55,10 @@
 //
 // A shard that cannot be read keeps the transactions of its last successful scan (nothing
 // in doubt is forgotten because a scan failed) and after Options.BlindAfter failed rounds in
-// a row raises an "unscanned" alert. A round without a roster raises no new coordinator
-// alert (a missing roster must not read as "every coordinator is gone").
+// a row raises an "unscanned" alert. A round without a roster raises no new gone or
+// restarted alert (a missing roster must not read as "every coordinator is gone"), but it
+// does raise stuck ones: a branch prepared StuckAfter ago is in doubt whoever runs, and a
+// roster that stays down (the orchestrator's API) must not hide it.
 //
 // # The driver loop
 //

@@ -16,6 +16,8 @@ type fixture struct {
 	timer  int64
 	alerts []indoubt.Alert          // every alert decision, in order
 	raised map[string]indoubt.Alert // raised and not cleared
+	// rosterErr, when set, fails every roster read (the orchestrator's API down).
+	rosterErr error
 }
 
 func newFixture(opts indoubt.Options, now int64) *fixture {
@@ -61,6 +63,10 @@ func (f *fixture) round(xacts []indoubt.Xact, procs []indoubt.Process, fail bool
 			}
 			feed(p)
 		case indoubt.ListInstances:
+			if f.rosterErr != nil {
+				feed(indoubt.Roster{Step: c.Step, Err: f.rosterErr})
+				break
+			}
 			feed(indoubt.Roster{Step: c.Step, Processes: procs})
 		case indoubt.Alert:
 			feed(indoubt.Delivered{Step: c.Step})
@@ -68,4 +74,13 @@ func (f *fixture) round(xacts []indoubt.Xact, procs []indoubt.Process, fail bool
 			feed(indoubt.Delivered{Step: c.Step})
 		}
 	}
+}
+
+// reasons is the raised alerts' reasons, by id.
+func (f *fixture) reasons() map[string]indoubt.Reason {
+	out := map[string]indoubt.Reason{}
+	for id, a := range f.raised {
+		out[id] = a.Reason
+	}
+	return out
 }

@@ -304,12 +304,14 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 			}
 			reason := m.verdict(g.Instance, origin)
 			if !m.s.Roster.Fresh {
-				// No roster this round: keep what was decided, decide nothing new.
-				prev, ok := m.findAlert(id)
-				if !ok {
-					continue
+				// No roster this round: keep what was decided, and decide nothing new but
+				// stuck, which needs no roster (a branch that old is in doubt whoever runs:
+				// without this, a roster that keeps failing, the orchestrator's API down,
+				// would leave every branch unalerted for as long).
+				reason = ""
+				if prev, ok := m.findAlert(id); ok {
+					reason = prev.Reason
 				}
-				reason = prev.Reason
 			}
 			if reason == "" && ctx.Now-origin >= m.opts.StuckAfter.Milliseconds() {
 				reason = ReasonStuck // PgDog's retries would have finished it long ago

@@ -1,6 +1,7 @@
 package indoubt_test
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -39,13 +40,37 @@ func TestAlertsDueAtTheirBoundaries(t *testing.T) {
 	}
 	f := newFixture(opts, now)
 	f.round(xacts, procs, false)
-	got := map[string]indoubt.Reason{}
-	for id, a := range f.raised {
-		got[id] = a.Reason
-	}
+	got := f.reasons()
 	require.Equal(t, map[string]indoubt.Reason{
 		"coordinator/gone":  indoubt.ReasonGone,
 		"coordinator/stuck": indoubt.ReasonStuck,
 		"coordinator/after": indoubt.ReasonRestarted,
 	}, got, "alerts raised at t=%d: %v", now, slices.Sorted(maps.Keys(got)))
+}
+
+// TestStuckAlertedWithoutARoster: with the roster failing every round (the orchestrator's
+// API down), a branch prepared StuckAfter ago is alerted stuck all the same (its age alone
+// says it is in doubt), one younger is not (gone or running cannot be told without the
+// roster), and an alert raised before the roster failed keeps its reason. Found by the
+// CrossShardCommit model once its roster could fail: the monitor decided nothing new
+// without a roster, so no branch was ever alerted while it stayed down.
+func TestStuckAlertedWithoutARoster(t *testing.T) {
+	const now = 1_000_000
+	opts := indoubt.Options{Period: time.Second, Threshold: 5 * time.Second} // StuckAfter 10 s
+	th, stuck := opts.Threshold.Milliseconds(), 2*opts.Threshold.Milliseconds()
+	gid := func(inst string) string { return indoubt.GIDPrefix + inst + "_1_0" }
+	f := newFixture(opts, now)
+	f.round([]indoubt.Xact{{GID: gid("gone"), Prepared: now - th}}, nil, false) // alerted gone, with a roster
+	f.rosterErr = errors.New("kubernetes: the server is currently unable to handle the request")
+	xacts := []indoubt.Xact{
+		{GID: gid("gone"), Prepared: now - th},
+		{GID: gid("old"), Prepared: now - stuck},
+		{GID: gid("young"), Prepared: now - stuck + 1 + opts.Period.Milliseconds()},
+	}
+	f.round(xacts, nil, false)
+	got := f.reasons()
+	require.Equal(t, map[string]indoubt.Reason{
+		"coordinator/gone": indoubt.ReasonGone,
+		"coordinator/old":  indoubt.ReasonStuck,
+	}, got, "alerts raised at t=%d without a roster: %v", f.now, slices.Sorted(maps.Keys(got)))
 }
