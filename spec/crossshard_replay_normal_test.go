@@ -24,20 +24,29 @@ import (
 // TestModelReplayCrossShardCommitMutant, crossshard_replay_mutant_test.go.
 func TestModelReplayCrossShardCommit(t *testing.T) {
 	runs := crossShardRuns(t)
-	steps, alerts := 0, map[string]int{}
+	steps, alerts, restarts, failed := 0, map[string]int{}, 0, 0
 	for _, r := range runs {
 		require.NoError(t, replayCrossShard(r))
 		steps += len(r.States) - 1
 		seen := map[string]bool{}
 		for _, s := range r.States {
+			switch ok, _ := s.Picks["ok"].(bool); {
+			case s.Action == "MonitorRestart":
+				restarts++
+			case s.Action == "MonitorRoster" && !ok:
+				failed++
+			}
 			if s.S.Alert != "" && !seen[s.S.Alert] {
 				seen[s.S.Alert] = true
 				alerts[s.S.Alert]++
 			}
 		}
 	}
-	t.Logf("%d model runs (%d steps) replayed on machine/indoubt; runs alerting: %v", len(runs), steps, alerts)
+	t.Logf("%d model runs (%d steps, %d monitor restarts, %d failed rosters) replayed on machine/indoubt; runs alerting: %v",
+		len(runs), steps, restarts, failed, alerts)
 	require.Greater(t, alerts["orphan"], 0, "no replayed run alerted an orphan")
+	require.Greater(t, restarts, 0, "no replayed run restarted the monitor")
+	require.Greater(t, failed, 0, "no replayed run failed a roster")
 }
 
 // csCommitted: the monitor of a normal build has no command that resolves a transaction.

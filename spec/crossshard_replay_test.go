@@ -32,12 +32,15 @@ type csState struct {
 	}
 }
 
-// The monitor's clock: round k opens (the model's MonitorScan) at k·csPeriod and its roster
-// answers (MonitorRoster) at k·csPeriod + csPeriod/2; every other step takes a millisecond.
-// Ages in the model are rounds that saw a branch prepared; the monitor ages a branch from
-// its prepared time, so a branch is stuck (seen in more than StuckAfter = 2 rounds) once
-// 2.5 periods old: wherever in a round the PREPARE landed, that is its third round seen.
-// The orphan threshold (1 round) is any age.
+// The monitor's clock: round k opens (the model's MonitorScan) at k·csPeriod, or when the
+// monitor's round timer says if a restart opened the round before, and its roster answers
+// (MonitorRoster) at k·csPeriod + csPeriod/2; every other step takes a millisecond. Ages in
+// the model are rounds that saw a branch prepared; the monitor ages a branch from its
+// prepared time, so a branch is stuck (seen in more than StuckAfter = 2 rounds) once 2.5
+// periods old: wherever in a round the PREPARE landed, that is its third round seen. The
+// orphan threshold (1 round) is half a period: a branch the round's first scan saw is older
+// at its roster, one only a restart's scan saw (it landed within the round, which the model
+// does not count for it) younger.
 const csPeriod = 1000
 
 var csShards = []string{"s1", "s2"}
@@ -63,8 +66,9 @@ func csClass(r indoubt.Reason) string {
 // the monitor does not do what the model did.
 func replayCrossShard(run modelRun[csState]) (err error) {
 	states := run.States
-	m := indoubt.New(indoubt.Options{Period: csPeriod * time.Millisecond, Threshold: time.Millisecond,
-		StuckAfter: 5 * csPeriod / 2 * time.Millisecond})
+	opts := indoubt.Options{Period: csPeriod * time.Millisecond, Threshold: csPeriod / 2 * time.Millisecond,
+		StuckAfter: 5 * csPeriod / 2 * time.Millisecond}
+	m := indoubt.New(opts)
 	rp := newReplayer(run.Name, func(i int) string { return states[i].Action })
 	tr, rng, fail := rp.tr, rp.rng, rp.fail
 	defer recoverReplay(&err)
@@ -79,6 +83,7 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 	var roster *indoubt.ListInstances
 	alert := ""
 	tracking := false
+	timerAt := int64(0) // the round timer's deadline: a restart's round starts the period anew
 	feed := func(in indoubt.Input) {
 		out := m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, in)
 		for len(out) > 0 {
@@ -97,6 +102,7 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 				alert = ""
 				out = append(out, m.On(&machine.Ctx{Now: now, Rand: rng, Trace: tr}, indoubt.Delivered{Step: c.Step})...)
 			case indoubt.SetTimer:
+				timerAt = c.At
 			default:
 				// Any other command resolves a transaction: the forbidden guess. Its
 				// effect is a commit of the branch it names.
@@ -126,15 +132,32 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 			}
 		case "PrepareLands":
 			branch[sh], prepared[sh] = "prepared", now
-		case "MonitorScan":
-			now = int64(p.Rounds+1) * csPeriod
-			if !tracking {
+		case "MonitorScan", "MonitorRestart":
+			switch {
+			case act == "MonitorRestart":
+				// The driver restarts the monitor from its snapshot, the round in flight's
+				// answers lost; the restarted monitor opens a new round at once, whose
+				// reads are answered at the model's next MonitorScan.
+				r, err := indoubt.Restore(m.Snapshot(), opts)
+				if err != nil {
+					fail("the monitor's snapshot does not restore: %v", err)
+				}
+				m, scans, roster = r, map[string]indoubt.ListPrepared{}, nil
+				feed(indoubt.Restarted{})
+			case p.Phase == "restarted": // the restart's round is open already
+				now = max(now, int64(p.Rounds+1)*csPeriod)
+			case !tracking:
+				now = int64(p.Rounds+1) * csPeriod
 				tracking = true
 				feed(indoubt.Track{Shards: csShards})
-			} else {
+			default:
+				now = max(now, int64(p.Rounds+1)*csPeriod, timerAt)
 				feed(indoubt.TimerFired{ID: indoubt.RoundTimer})
 			}
 			for _, x := range csShards {
+				if act == "MonitorRestart" {
+					break
+				}
 				c, ok := scans[x]
 				if !ok {
 					fail("the model scans %s, the monitor sent no ListPrepared for it", x)
@@ -147,7 +170,7 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 				feed(indoubt.Prepared{Step: c.Step, Shard: x, Xacts: xs})
 			}
 		case "MonitorRoster", "MonitorRosterOf":
-			now = int64(p.Rounds+1)*csPeriod + csPeriod/2
+			now = max(now, int64(p.Rounds+1)*csPeriod+csPeriod/2)
 			if roster == nil {
 				fail("the model's roster arrives, the monitor asked for none")
 			}
