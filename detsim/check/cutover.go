@@ -2,6 +2,9 @@ package check
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"loam.dev/router/detsim"
 	"loam.dev/router/machine/cutover"
@@ -194,4 +197,82 @@ func FencesAtDone(t int64, outcome cutover.Outcome, lagging bool, src, dst []Fen
 		}
 	}
 	return nil
+}
+
+// InvRetryAlert is the cutover's false-alarm invariant for its retry alerts: an Alert that
+// says a command "failed N times" follows N failed answers, each to its own attempt (a
+// step id of its own: the command's step, then step#2, step#3, ...; a record write's step
+// also names the version it expects, step@v, which a rebase on a harmless rewrite changes
+// without starting the count again). One raised sooner
+// sends the operator after an instance or shard that answered, and is how a machine that
+// takes a late or duplicated failure of an earlier attempt for its retry's shows.
+const InvRetryAlert = "cutover-retry-alert"
+
+// failedTimes is the retry alert's claim (machine/cutover's fail: "<command> failed N
+// times (<error>); retrying until it succeeds"). Alerts that count another step's failures
+// (the COPY_DATA tries an adopt gave up on) are not judged.
+var failedTimes = regexp.MustCompile(`failed (\d+) times \(.*\); retrying until it succeeds`)
+
+// Failures counts the failed answers a cutover machine was given, per attempt: feed it
+// every Reply the machine takes. Use NewFailures.
+type Failures struct {
+	failed map[string]map[string]bool // base step -> attempt steps answered with an error
+}
+
+// NewFailures returns a counter that has seen nothing.
+func NewFailures() *Failures { return &Failures{failed: map[string]map[string]bool{}} }
+
+// Answer records an answer the machine takes for step (an attempt's step id).
+func (f *Failures) Answer(step string, err error) {
+	if err == nil {
+		return
+	}
+	base := failureBase(step)
+	if f.failed[base] == nil {
+		f.failed[base] = map[string]bool{}
+	}
+	f.failed[base][step] = true
+}
+
+// Alert checks InvRetryAlert for an Alert the machine raised at t. An alert that is not a
+// retry alert is not judged.
+func (f *Failures) Alert(t int64, step, reason string) *detsim.Violation {
+	m := failedTimes.FindStringSubmatch(reason)
+	if m == nil {
+		return nil
+	}
+	n, _ := strconv.Atoi(m[1])
+	if got := len(f.failed[failureBase(step)]); got < n {
+		return &detsim.Violation{Invariant: InvRetryAlert, T: t,
+			Detail: fmt.Sprintf("Alert %s says it failed %d times, but %d of its attempts were answered with an error", step, n, got)}
+	}
+	return nil
+}
+
+// failureBase is the command a step id's attempts share: without #attempt and @version.
+func failureBase(step string) string {
+	base, _, _ := strings.Cut(step, "#")
+	base, _, _ = strings.Cut(base, "@")
+	return base
+}
+
+// AnswerOf is the error of a cutover answer that counts as its attempt's failure, nil for a
+// success or an input that answers nothing (a record write's conflict is not a failure:
+// the machine rebases or ends on it).
+func AnswerOf(in cutover.Input) (step string, err error) {
+	switch in := in.(type) {
+	case cutover.Reply:
+		return in.Step, in.Err
+	case cutover.RecordWritten:
+		if in.Conflict == nil {
+			return in.Step, in.Err
+		}
+	case cutover.CopyStarted:
+		return in.Step, in.Err
+	case cutover.CopyPolled:
+		return in.Step, in.Err
+	case cutover.TasksListed:
+		return in.Step, in.Err
+	}
+	return "", nil
 }

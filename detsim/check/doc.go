@@ -7,8 +7,8 @@
 //
 // Several are shared with the machines' world tests, which call them on their own worlds'
 // state (issue 20 item 2): in-doubt's NoEarlyAlert and Decisions (machine/indoubt), the
-// cutover's step and claim invariants, Publish, Resume and Claims, and its fences at Done,
-// FencesAtDone (machine/cutover), the failover's Done, FailoverDone (machine/failover),
+// cutover's step and claim invariants, Publish, Resume and Claims, its fences at Done,
+// FencesAtDone, and its retry alerts, Failures (machine/cutover), the failover's Done, FailoverDone (machine/failover),
 // ConfigPush's step invariants, Steps, and its beliefs about each instance, ReloadSeen and
 // Confirmed (machine/configpush, the kubelet world too), and the Vitess reshard's, Reshard,
 // Mirror and RecordChanges (machine/vreshard). They take plain values, not the simulator's

@@ -222,19 +222,21 @@ type cutoverRun struct {
 	// answers is what the machine was answered for each PAUSE, RELOAD and RESUME step,
 	// for check.Claims.
 	answers           map[string]check.Answered
+	failures          *check.Failures // the failed answers the machine took, for check.Failures.Alert
 	cutAt, cutOnTime  int
 	cutCrashes, moved int
 	moves             int
 }
 
 func hostCutover(d *daemon) *cutoverRun {
-	c := &cutoverRun{d: d}
+	c := &cutoverRun{d: d, failures: check.NewFailures()}
 	c.host = detsim.NewHost[cutover.Input, cutover.Command](d.ctl, cutover.New(), detsim.HostConfig[cutover.Input, cutover.Command]{
 		Name:       "cutover",
 		Exec:       c.exec,
 		TimerFired: func(id string) cutover.Input { return cutover.TimerFired{ID: id} },
 		Restarted:  cutover.Restarted{},
 		Save:       saveBy[cutover.Input, cutover.Command]("cutover", cutover.Restore),
+		Feeding:    func(in cutover.Input) { c.failures.Answer(check.AnswerOf(in)) },
 	})
 	return c
 }
@@ -501,6 +503,9 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 			}, reply(x.Step))
 	case cutover.Alert:
 		s.Probe("cutover.alert")
+		if c.stepViolation == nil {
+			c.stepViolation = c.failures.Alert(c.d.ctl.Now(), x.Step, x.Reason)
+		}
 	case cutover.Done:
 		if c.done == nil {
 			dd := x

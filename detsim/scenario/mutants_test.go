@@ -95,6 +95,7 @@ var mutants = []mutant{
 	// lands, and the instances resume onto it fenced), and an instance the pause missed
 	// with its statements held (pgdog.held). TestCutoverWindowPointsMatter forces each on.
 	{"cutover", scenario.MutantRetryReusesStep, "released-writable", 1000},
+	{"cutover", scenario.MutantRetryReusesStep, check.InvRetryAlert, 1000},
 	{"cutover", scenario.MutantNoGrace, "no-lost-ack", 300},
 	// Reverse refused when no reverse stream is known (d restarted after its CUTOVER):
 	// carried out, it pauses and fences for a reverse CUTOVER the listing cannot settle.
@@ -265,6 +266,7 @@ var checkedInvariants = []struct{ name, awaits string }{
 	{check.InvAlertNames, ""},
 	{check.InvFencesAtDone, ""},
 	{check.InvFailoverDone, ""},
+	{check.InvRetryAlert, ""},
 	{check.InvCausalRead, ""},
 	{check.InvNoEarlyAlert, ""},
 	{check.InvDesignatedWritable, ""},

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
 )
@@ -107,6 +108,7 @@ func run(c chooser, cfg runConfig) runResult {
 		if cfg.trace != nil {
 			sink = cfg.trace
 		}
+		w.failures.Answer(check.AnswerOf(in))
 		cmds := m.On(&machine.Ctx{Now: now, Rand: rng, Trace: sink}, in)
 		for _, cmd := range cmds {
 			res.log = append(res.log, cmd.String())
@@ -120,6 +122,9 @@ func run(c chooser, cfg runConfig) runResult {
 				w.checkEnd(cmd)
 			case cutover.Alert:
 				w.alert(cmd)
+				if v := w.failures.Alert(now, cmd.Step, cmd.Reason); v != nil {
+					w.violate("%s: %s", v.Invariant, v.Detail)
+				}
 			case cutover.WriteRecord:
 				if cmd.Record.Generation == w.g+1 {
 					res.published = true
@@ -366,6 +371,7 @@ func TestMutantsTripInvariants(t *testing.T) {
 		{"MissedForwardOnly", cutover.Mutants{MissedForwardOnly: true}, "but Done.Missed is", 500, 200},
 		{"RetryReusesStep/fence", cutover.Mutants{RetryReusesStep: true}, "is in flight on shard", 500, 200},
 		{"RetryReusesStep/hold", cutover.Mutants{RetryReusesStep: true}, "is in flight on instance", 200, 200},
+		{"RetryReusesStep/alert", cutover.Mutants{RetryReusesStep: true}, check.InvRetryAlert, 200, 200},
 		// With the check on, d is reloaded as soon as the resume ends; finalize's reload
 		// covers a check that could not run, which SkipCheck stands in for.
 		{"SkipFinalReload", cutover.Mutants{SkipFinalReload: true, SkipCheck: true}, "writes reach the src layout", 2000, 200},

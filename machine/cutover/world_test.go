@@ -86,6 +86,7 @@ type world struct {
 	paused1    map[string]bool   // base step -> took effect
 	fenceRound map[string]bool   // step prefix before "fence/"
 	fencedEver map[string]bool   // shard -> a Fence of it took effect
+	failures   *check.Failures   // the failed answers the machine took (the property's driver feeds it)
 	// lateCut: a CUTOVER landed after its failure had been answered (see landLate);
 	// lateStream is the stream it started, which no answer ever named to the machine.
 	lateCut    bool
@@ -171,7 +172,8 @@ func newWorld(rec *shardmap.Record, instances []string, designated string, first
 		fenced: map[string]bool{}, routes: map[string]string{}, loaded: map[string]string{}, paused: map[string]bool{},
 		tasks: map[int64]cutover.TaskState{}, nextTask: firstTask, stranded: map[string]int{}, inStream: map[string]int{}, kinds: map[int64]string{}, answers: map[string]check.Answered{},
 		pauses: map[string]string{}, paused1: map[string]bool{}, fenceRound: map[string]bool{}, fencedEver: map[string]bool{},
-		held: map[string]heldQuery{}, retrying: map[string]heldQuery{},
+		failures: check.NewFailures(),
+		held:     map[string]heldQuery{}, retrying: map[string]heldQuery{},
 	}
 	for _, s := range rec.Shards {
 		w.src = append(w.src, s.Name)
