@@ -142,30 +142,27 @@ func seedWhere(t *testing.T, name, spec string, from uint64, what string, want f
 func validateTrace[E quintEvent](t *testing.T, module string, events []E, consts ...string) int {
 	t.Helper()
 	quint := quintPath(t)
-	var evs []string
-	var names []string
+	var evs, names []string
+	_, packed := any(*new(E)).(packedEvent)
 	for _, e := range events {
-		if p, ok := any(e).(packedEvent); ok {
-			n, err := p.pack(&names)
-			require.NoError(t, err, "event %+v", e)
-			evs = append(evs, n.String())
+		if !packed {
+			evs = append(evs, e.quint())
 			continue
 		}
-		evs = append(evs, e.quint())
+		n, err := any(e).(packedEvent).pack(&names)
+		require.NoError(t, err, "event %+v", e)
+		evs = append(evs, n.String())
 	}
 	// Quint imports by a path relative to the importing file, so the generated module lives
 	// beside the trace module for the run (spec/.gitignore ignores it).
-	bind := []string{"Trace = Events"}
-	var strs string
-	if len(events) > 0 {
-		if _, ok := any(events[0]).(packedEvent); ok {
-			quoted := make([]string, len(names))
-			for i, s := range names {
-				quoted[i] = strconv.Quote(s)
-			}
-			strs = "  pure val Strs = [" + strings.Join(quoted, ", ") + "]\n"
-			bind = []string{"Packed = Events", "Names = Strs"}
+	bind, strs := []string{"Trace = Events"}, ""
+	if packed {
+		quoted := make([]string, len(names))
+		for i, s := range names {
+			quoted[i] = strconv.Quote(s)
 		}
+		strs = "  pure val Strs = [" + strings.Join(quoted, ", ") + "]\n"
+		bind = []string{"Packed = Events", "Names = Strs"}
 	}
 	src := fmt.Sprintf("module Check {\n  pure val Events = [\n    %s\n  ]\n%s  import %s(%s).* from \"./%s\"\n}\n",
 		strings.Join(evs, ",\n    "), strs, module, strings.Join(append(bind, consts...), ", "), module)

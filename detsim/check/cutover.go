@@ -256,9 +256,9 @@ func failureBase(step string) string {
 	return base
 }
 
-// AnswerOf is the error of a cutover answer that counts as its attempt's failure, nil for a
-// success or an input that answers nothing (a record write's conflict is not a failure:
-// the machine rebases or ends on it).
+// AnswerOf is the step a cutover input answers and the error that counts as that attempt's
+// failure: nil for a success, and ("", nil) for an input that answers no command. A record
+// write's conflict is not a failure (the machine rebases or ends on it).
 func AnswerOf(in cutover.Input) (step string, err error) {
 	switch in := in.(type) {
 	case cutover.Reply:
