@@ -402,6 +402,10 @@ func (b *Backend) Rows() map[string][]int64 {
 // Row returns a copy of one row.
 func (b *Backend) Row(key string) []int64 { return slices.Clone(b.rows[key]) }
 
+// Has reports whether the backend holds a row with key: a primary key a COPY into it
+// would collide with.
+func (b *Backend) Has(key string) bool { _, ok := b.rows[key]; return ok }
+
 // ChangesSince returns the client writes (origin empty) committed after lsn, in order.
 func (b *Backend) ChangesSince(lsn uint64) []Change {
 	i, _ := slices.BinarySearchFunc(b.log, lsn+1, func(c Change, l uint64) int { return int(c.LSN) - int(l) })

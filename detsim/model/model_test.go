@@ -216,6 +216,56 @@ func TestCopyCutoverReverseStream(t *testing.T) {
 	require.Equal(t, []string{"shard-0"}, w.r0.Routes("app"), "rolling back swaps back")
 }
 
+// TestLateCopyAfterTheSwapCollides: a COPY_DATA that lands after the CUTOVER swapped the
+// two databases' names copies the new layout back into the old one. PgDog's copy is a plain
+// COPY, so the keys the old shards hold fail it (23505) before it loads or streams anything:
+// without that, a second stream would apply the destination's writes to the source again,
+// beside the reverse stream (detsim seed 94524826151418 of cutover-windows).
+func TestLateCopyAfterTheSwapCollides(t *testing.T) {
+	w := newWorld(t)
+	src := w.dir["shard-0"]
+	for i, k := range []string{"a", "b", "c", "d"} {
+		w.query(w.r0, appendOp(k, int64(i)))
+	}
+	w.settle()
+	dst := model.ReshardName("app", 1)
+	id, err := w.r0.CopyData("app", dst, "slot_app_1")
+	require.NoError(t, err)
+	w.settle()
+	require.NoError(t, src.FenceWrites("app"))
+	cut := &answer{}
+	w.r0.Cutover(id, func(_ any, err error) { cut.done, cut.err = true, err })
+	w.settle()
+	require.NoError(t, cut.err)
+	before := src.Rows()
+
+	late, err := w.r0.CopyData("app", dst, "slot_app_1") // the first try, delivered late
+	require.NoError(t, err, "COPY_DATA answers at once: the copy runs in the task")
+	w.settle()
+	var task *model.Task
+	for _, tk := range w.r0.Tasks() {
+		if tk.ID == late {
+			task = tk
+		}
+	}
+	require.NotNil(t, task)
+	require.Contains(t, task.Status, "23505", "the copy of the new layout into the old one collides")
+	require.Equal(t, before, src.Rows(), "nothing loaded into the old shards")
+	ok := w.query(w.r0, appendOp("a", 999))
+	w.settle()
+	require.NoError(t, ok.err)
+	require.Equal(t, 1, countOf(src.Row("a"), 999), "the reverse stream alone carries the write to the old shard")
+}
+
+func countOf(xs []int64, x int64) (n int) {
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
 func TestCrashLosesTasksAndHolds(t *testing.T) {
 	w := newWorld(t)
 	_, err := w.r0.CopyData("app", model.ReshardName("app", 1), "s")

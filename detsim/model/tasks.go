@@ -105,6 +105,14 @@ func (r *Router) alive(t *Task) bool {
 
 // copy is the initial COPY: every source row goes to the destination shard the new layout
 // routes it to, and the stream starts from the position the copy saw.
+//
+// PgDog's copy is a plain COPY FROM STDIN, not an upsert, and it never truncates
+// (backend/replication/logical/publisher/parallel_sync.rs: "Not idempotent (no
+// truncate)"): a row whose key the destination shard already holds fails the copy with a
+// unique violation (23505), and the task fails before it streams. So the model loads
+// nothing when any destination shard holds a key the copy carries. This is what a
+// COPY_DATA that lands late, after the CUTOVER swapped the two databases' names, meets: it
+// copies the new layout back into the old one, which holds those keys already.
 func (r *Router) copy(t *Task) {
 	if !r.alive(t) {
 		return
@@ -116,28 +124,43 @@ func (r *Router) copy(t *Task) {
 			return
 		}
 	}
-	t.cursor = make([]uint64, len(t.src))
+	at := make([]uint64, len(t.src))
+	parts := make([][]map[string][]int64, len(t.src)) // per source, per destination shard
 	for i, name := range t.src {
 		b := r.dir[name]
-		rows, at := b.Rows(), b.LSN()
+		rows := b.Rows()
+		at[i] = b.LSN()
 		if t.snap != nil {
-			rows, at = t.snap[i], t.snapAt[i] // as of the slot's creation: the rest waits in the slot
+			rows, at[i] = t.snap[i], t.snapAt[i] // as of the slot's creation: the rest waits in the slot
 		}
-		parts := make([]map[string][]int64, len(t.dst))
+		parts[i] = make([]map[string][]int64, len(t.dst))
 		for k, v := range rows {
 			j := Route(k, len(t.dst))
-			if parts[j] == nil {
-				parts[j] = map[string][]int64{}
+			if parts[i][j] == nil {
+				parts[i][j] = map[string][]int64{}
 			}
-			parts[j][k] = v
+			parts[i][j][k] = v
 		}
-		for j, p := range parts {
+	}
+	for _, ps := range parts {
+		for j, p := range ps {
+			for _, k := range slices.Sorted(maps.Keys(p)) {
+				if r.dir[t.dst[j]].Has(k) {
+					t.Status = "failed: duplicate key value violates unique constraint (23505): " + t.dst[j] + " already holds key " + k
+					r.s.Probe("model.copy.collided")
+					return
+				}
+			}
+		}
+	}
+	for _, ps := range parts {
+		for j, p := range ps {
 			if p != nil {
 				r.dir[t.dst[j]].LoadRows(p)
 			}
 		}
-		t.cursor[i] = at
 	}
+	t.cursor = at
 	t.snap, t.snapAt = nil, nil
 	t.toppedAt = r.s.Now()
 	t.Inner = "replicating"
