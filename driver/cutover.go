@@ -193,7 +193,7 @@ func (e *CutoverExecutor) drain(ctx context.Context, c cutover.Cutover) error {
 				}
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("driver: draining slot %q on shard %s before CUTOVER, which was not sent: %w", d.Slot, d.Shard, err)
+				errs[i] = fmt.Errorf("driver: draining slot %q on shard %s before CUTOVER: %w: %w", d.Slot, d.Shard, cutover.ErrNotSent, err)
 			}
 		})
 	}

@@ -363,7 +363,8 @@ func TestCutoverDrainsBeforeCutover(t *testing.T) {
 		in, _ := s.exec.Execute(ctx, cutover.Cutover{Step: "c", Instance: "pgdog-1", Task: 7,
 			Drain: []cutover.SlotDrain{{Shard: "s1", Backend: s.start.Record.Shards[1].Backend, Slot: "loam_app_4"}}})
 		err := in.(cutover.Reply).Err
-		require.ErrorContains(t, err, `draining slot "loam_app_4" on shard s1 before CUTOVER, which was not sent`)
+		require.ErrorContains(t, err, `draining slot "loam_app_4" on shard s1 before CUTOVER: CUTOVER was not sent`)
+		require.ErrorIs(t, err, cutover.ErrNotSent)
 		require.ErrorContains(t, err, "not drained after 30s")
 	})
 	t.Run("no drain", func(t *testing.T) {

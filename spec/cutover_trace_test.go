@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"loam.dev/router/machine/cutover"
 )
 
 // cutEvent is one Cutover event as the trace module reads it (spec/trace/CutoverTrace.qnt):
@@ -70,6 +72,10 @@ func cutoverEvents(events []map[string]any) []cutEvent {
 				e.Pick = "swapfailed"
 			case strings.Contains(errText, "no logical replication slot"):
 				e.Pick = "gone" // the drain found no slot: CUTOVER was not sent
+			case strings.Contains(errText, cutover.ErrNotSent.Error()):
+				// The drain failed otherwise (timed out, or a call of it was lost): CUTOVER
+				// was not sent either, so nothing of it can land late.
+				e.Pick = "failed"
 			case strings.Contains(errText, "may have applied"):
 				e.Pick = "lost"
 			default:
@@ -125,4 +131,26 @@ func TestTraceValidationCutoverRejects(t *testing.T) {
 		traceRun[cutEvent]{"changed", changed, nil}, traceRun[cutEvent]{"moved", moved, nil})
 	require.Equal(t, []int{len(events), fin, fence}, got,
 		"want the unchanged trace explained, the changed one stopped at its event %d, the one with Publish moved before the fence at %d", fin, fence)
+}
+
+// TestCutoverPickFromErr: a Cutover's failed answer is read as the model's pick from what
+// the executor says. A drain that failed, even on a lost call of its own ("may have
+// applied"), kept CUTOVER from being sent, so it is "failed", never "lost" (a lost CUTOVER
+// may land late; this one cannot); a drain that found no slot is "gone".
+func TestCutoverPickFromErr(t *testing.T) {
+	pick := func(ok bool, err string) string {
+		evs := cutoverEvents([]map[string]any{{"action": "Cutover", "instance": "d", "ok": ok, "err": err}})
+		require.Len(t, evs, 1)
+		return evs[0].Pick
+	}
+	notSent := func(err string) string {
+		return fmt.Errorf("draining slot \"s\" on shard s1 before CUTOVER: %w: %s", cutover.ErrNotSent, err).Error()
+	}
+	require.Equal(t, "took", pick(true, ""))
+	require.Equal(t, "lost", pick(false, "detsim: call ctl→pgdog-0: timeout (the request may have applied)"))
+	require.Equal(t, "failed", pick(false, notSent("detsim: call ctl→shard-1: timeout (the request may have applied)")))
+	require.Equal(t, "failed", pick(false, notSent(`slot "s" on shard s1 not drained after 30000 ms`)))
+	require.Equal(t, "gone", pick(false, notSent(`no logical replication slot of "s" on shard s1`)))
+	require.Equal(t, "swapfailed", pick(false, "saving the config failed after the swap"))
+	require.Equal(t, "failed", pick(false, "task is not a replication task"))
 }

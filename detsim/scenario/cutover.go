@@ -266,7 +266,7 @@ func (c *cutoverRun) drain(x cutover.Cutover, r *model.Router, fail func(any, er
 		b := f.dir[d.Backend.Host]
 		done := func(err error) {
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("draining slot %q on shard %s before CUTOVER: %w: %w", d.Slot, d.Shard, cutover.ErrNotSent, err))
 			}
 			if left--; left > 0 {
 				return

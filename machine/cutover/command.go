@@ -1,6 +1,7 @@
 package cutover
 
 import (
+	"errors"
 	"strconv"
 
 	"loam.dev/router/kernel/shardmap"
@@ -110,6 +111,12 @@ type Cutover struct {
 	Task           int64
 	Drain          []SlotDrain
 }
+
+// ErrNotSent is wrapped by the error of a Cutover's Reply whose CUTOVER never left the
+// driver, because the drain before it failed. The machine treats it as any failed answer
+// (it lists d's tasks); the sentinel lets a reader of the trace tell a CUTOVER not sent
+// from one whose answer was lost, which may still land.
+var ErrNotSent = errors.New("CUTOVER was not sent")
 
 // SlotDrain is one shard's part of a Cutover's drain: wait until every logical slot of
 // Task's stream in Backend's database has confirmed_flush_lsn at or past the shard's
