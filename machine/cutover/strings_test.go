@@ -1,6 +1,8 @@
 package cutover_test
 
 import (
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,4 +66,117 @@ func TestOptionDefaults(t *testing.T) {
 	require.Equal(t, copied+6*3600*1000, deadline, "the default catch-up deadline")
 	require.True(t, paused)
 	require.Equal(t, 1, polls, "999,999 bytes is under the default lag threshold: the first poll pauses")
+}
+
+// TestOptionDefaultRetries: with a zero Options a step is tried 3 times, 500 ms after each
+// failure (no ctx.Rand: no jitter). A fence that fails for good then rolls the cutover back.
+func TestOptionDefaultRetries(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{FinalizeAfter: 10}}
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	var sent, failed []int64
+	done := drive(t, ctx, plan, func(c cutover.Command) {
+		if f, ok := c.(cutover.Fence); ok && f.Shard == "n1" {
+			sent = append(sent, ctx.Now)
+		}
+	}, func(c cutover.Command) cutover.Input {
+		if f, ok := c.(cutover.Fence); ok && f.Shard == "n1" {
+			failed = append(failed, ctx.Now)
+			return cutover.Reply{Step: f.Step, Err: errors.New("permission denied")}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+	require.Len(t, sent, 3, "the default Attempts")
+	for i := 1; i < len(sent); i++ {
+		gap := sent[i] - failed[i-1] // the driver here takes 1 ms to feed an answer and 1 to act on a timer
+		require.True(t, gap >= 500 && gap <= 502, "try %d went out %d ms after the failure: want the default RetryAfter, 500 ms", i+1, gap)
+	}
+}
+
+// TestRebaseBound: a record write met by a harmless rewrite (same generation and phase,
+// another backend port) is made again on top of it, at most 8 times; the ninth conflict
+// counts as the record changing under the cutover, which at the begin step aborts.
+func TestRebaseBound(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{FinalizeAfter: 10}}
+	stored, writes := fixture(), 0
+	done := drive(t, nil, plan, func(cutover.Command) {}, func(c cutover.Command) cutover.Input {
+		if w, ok := c.(cutover.WriteRecord); ok {
+			writes++
+			stored = stored.Clone()
+			stored.Version++
+			stored.Layout.Shards[0].Backend.Port++
+			return cutover.RecordWritten{Step: w.Step, Conflict: stored, Err: errors.New("conflict")}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Aborted, done.Outcome, done.Reason)
+	require.Equal(t, 9, writes, "the write and its 8 rebases")
+}
+
+// TestUndoRecordConflictStillRolledBack: a rollback whose last record write (back to
+// serving) meets another writer's record ends RolledBack, with an alert to set the record
+// by hand: every instance and shard is already back on the source layout.
+func TestUndoRecordConflictStillRolledBack(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{FinalizeAfter: 10, Attempts: 1}}
+	alerted := false
+	done := drive(t, nil, plan, func(c cutover.Command) {
+		if a, ok := c.(cutover.Alert); ok && strings.Contains(a.Reason, "set the record to serving by hand") {
+			alerted = true
+		}
+	}, func(c cutover.Command) cutover.Input {
+		switch c := c.(type) {
+		case cutover.Fence:
+			return cutover.Reply{Step: c.Step, Err: errors.New("permission denied")}
+		case cutover.WriteRecord:
+			if strings.Contains(c.Step, "/undo/") {
+				other := fixture()
+				other.Version, other.Generation = 40, 9
+				return cutover.RecordWritten{Step: c.Step, Conflict: other, Err: errors.New("conflict")}
+			}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.RolledBack, done.Outcome, done.Reason)
+	require.True(t, alerted)
+}
+
+// TestRestoreRefusesUnknownStages: Restore takes an idle machine's snapshot (no record),
+// and of a started machine's snapshot with its stage changed, it takes only stages the
+// machine has: every snapshot it accepts can be fed Restarted without panicking, and a
+// stage past the last is refused as unknown.
+func TestRestoreRefusesUnknownStages(t *testing.T) {
+	idle, err := json.Marshal(cutover.New().Snapshot())
+	require.NoError(t, err)
+	var s cutover.Snapshot
+	require.NoError(t, json.Unmarshal(idle, &s))
+	_, err = cutover.Restore(s)
+	require.NoError(t, err, "an idle machine has no record to check")
+
+	m := cutover.New()
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	m.On(ctx, cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	started, err := json.Marshal(m.Snapshot())
+	require.NoError(t, err)
+	unknown := 0
+	for stage := range 64 {
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(started, &raw))
+		raw["Stage"] = stage
+		b, err := json.Marshal(raw)
+		require.NoError(t, err)
+		var s cutover.Snapshot
+		require.NoError(t, json.Unmarshal(b, &s))
+		r, err := cutover.Restore(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "is unknown") {
+				unknown++
+			}
+			continue
+		}
+		require.NotPanics(t, func() { r.On(ctx, cutover.Restarted{}) }, "stage %d restored", stage)
+	}
+	require.Positive(t, unknown)
 }
