@@ -36,19 +36,24 @@ func TestCommandStrings(t *testing.T) {
 		cutover.Done{Outcome: cutover.Finalized, Generation: 5, Reason: "r", Missed: []string{"a", "b"}, Unresumed: []string{"c"}}.String())
 }
 
-// TestOptionDefaults: a zero Options takes the documented defaults; a lag of 999,999 bytes is
-// under the default threshold of 1,000,000 (so the first poll pauses), and the catch-up
-// deadline is 6 hours after the first CopyData.
+// TestOptionDefaults: a zero Options takes the documented defaults: a lag of 999,999 bytes
+// is under the default threshold of 1,000,000 (a poll showing 2,000,000 is not, and the
+// next poll is 1 s later), the catch-up deadline is 6 hours after the first CopyData, and
+// the grace period before the old shards are unfenced is 60 s.
 func TestOptionDefaults(t *testing.T) {
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
 		Options: cutover.Options{FinalizeAfter: 10}}
-	deadline, copied, polls, paused := int64(-1), int64(-1), 0, false
+	deadline, copied, grace, graceSet, paused := int64(-1), int64(-1), int64(-1), int64(-1), false
+	var polls []int64
 	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
 	done := drive(t, ctx, plan, func(c cutover.Command) {
 		switch c := c.(type) {
 		case cutover.SetTimer:
-			if strings.HasSuffix(c.ID, "catchup/deadline") {
+			switch {
+			case strings.HasSuffix(c.ID, "catchup/deadline"):
 				deadline = c.At
+			case strings.HasSuffix(c.ID, "/grace"):
+				grace, graceSet = c.At, ctx.Now
 			}
 		case cutover.CopyData:
 			copied = ctx.Now
@@ -57,15 +62,21 @@ func TestOptionDefaults(t *testing.T) {
 		}
 	}, func(c cutover.Command) cutover.Input {
 		if p, ok := c.(cutover.PollCopy); ok {
-			polls++
-			return cutover.CopyPolled{Step: p.Step, Task: cutover.Task{ID: p.Task, State: cutover.TaskReplicating}, LagBytes: 999_999}
+			polls = append(polls, ctx.Now)
+			lag := int64(999_999)
+			if len(polls) == 1 {
+				lag = 2_000_000
+			}
+			return cutover.CopyPolled{Step: p.Step, Task: cutover.Task{ID: p.Task, State: cutover.TaskReplicating}, LagBytes: lag}
 		}
 		return nil
 	})
 	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
 	require.Equal(t, copied+6*3600*1000, deadline, "the default catch-up deadline")
 	require.True(t, paused)
-	require.Equal(t, 1, polls, "999,999 bytes is under the default lag threshold: the first poll pauses")
+	require.Len(t, polls, 2, "999,999 bytes is under the default lag threshold, 2,000,000 is not")
+	require.InDelta(t, 1000, polls[1]-polls[0], 2, "the default PollEvery")
+	require.Equal(t, graceSet+60_000, grace, "the default Grace")
 }
 
 // TestOptionDefaultRetries: with a zero Options a step is tried 3 times, 500 ms after each
@@ -179,4 +190,34 @@ func TestRestoreRefusesUnknownStages(t *testing.T) {
 		require.NotPanics(t, func() { r.On(ctx, cutover.Restarted{}) }, "stage %d restored", stage)
 	}
 	require.Positive(t, unknown)
+}
+
+// TestResolveListsEveryPoll: a CUTOVER whose answer failed is resolved by listing d's
+// tasks; while the copy task is still cutting over, the listing is repeated PollEvery
+// later, not at once.
+func TestResolveListsEveryPoll(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{PollEvery: 100, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 10}}
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	var listed []int64
+	done := drive(t, ctx, plan, func(cutover.Command) {}, func(c cutover.Command) cutover.Input {
+		switch c := c.(type) {
+		case cutover.Cutover:
+			return cutover.Reply{Step: c.Step, Err: errors.New("timeout (the request may have applied)")}
+		case cutover.ListTasks:
+			if !strings.Contains(c.Step, "resolve") {
+				return nil
+			}
+			listed = append(listed, ctx.Now)
+			if len(listed) < 3 {
+				return cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskCuttingOver}}}
+			}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.Len(t, listed, 3)
+	for i := 1; i < len(listed); i++ {
+		require.InDelta(t, 100, listed[i]-listed[i-1], 3, "listing %d", i+1)
+	}
 }
