@@ -221,3 +221,33 @@ func TestResolveListsEveryPoll(t *testing.T) {
 		require.InDelta(t, 100, listed[i]-listed[i-1], 3, "listing %d", i+1)
 	}
 }
+
+// TestTaskStateString: a state past the last names its number.
+func TestTaskStateString(t *testing.T) {
+	require.Equal(t, "unknown", cutover.TaskUnknown.String())
+	require.Equal(t, "TaskState(9)", cutover.TaskState(9).String())
+}
+
+// TestRestoreRefusesARecordWriteWithoutItsRecord: a snapshot taken while the begin record
+// write is out, edited to lose the record being written, is refused rather than restored
+// into a machine that would send a write of nothing.
+func TestRestoreRefusesARecordWriteWithoutItsRecord(t *testing.T) {
+	m := cutover.New()
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	m.On(ctx, cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	b, err := json.Marshal(m.Snapshot())
+	require.NoError(t, err)
+	var s cutover.Snapshot
+	require.NoError(t, json.Unmarshal(b, &s))
+	_, err = cutover.Restore(s)
+	require.NoError(t, err, "the snapshot as taken")
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.NotNil(t, raw["Next"], "the begin write is out")
+	raw["Next"] = nil
+	b, err = json.Marshal(raw)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &s))
+	_, err = cutover.Restore(s)
+	require.ErrorContains(t, err, "writes a record that is missing")
+}
