@@ -17,6 +17,10 @@ import (
 // the stream, task 8, replicating), and its answer reaches the machine at ctx.Now+1. Timers
 // fire when nothing else is queued. Done() must say the cutover ended only once the Done
 // command came, with its outcome.
+// injectBefore, when set, is asked about every command drive is about to answer, and an
+// input it returns is fed first (an operator's decision arriving while the command is out).
+var injectBefore func(cutover.Command) cutover.Input
+
 func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	return driveRestarting(t, ctx, plan, seen, reply, nil)
 }
@@ -72,6 +76,11 @@ func driveRestarting(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen fun
 			}
 			_, ended := m.Done()
 			require.False(t, ended, "Done() before the Done command")
+			if injectBefore != nil {
+				if x := injectBefore(c); x != nil {
+					queue = append(queue, m.On(ctx, x)...) // an operator's input, fed before c is answered
+				}
+			}
 			if in = reply(c); in == nil {
 				switch c := c.(type) {
 				case cutover.WriteRecord:

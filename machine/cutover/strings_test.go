@@ -251,3 +251,42 @@ func TestRestoreRefusesARecordWriteWithoutItsRecord(t *testing.T) {
 	_, err = cutover.Restore(s)
 	require.ErrorContains(t, err, "writes a record that is missing")
 }
+
+// TestReverseRefusedAtServingStillFinalizes: a Reverse that arrives while the CUTOVER is
+// out is taken once the CUTOVER takes (the point of no return passed with it pending). If
+// d then restarted, the check finds no stream, so the Reverse is refused at serving with an
+// alert. The finalize-after timer the pending decision kept from being set is set then, and
+// the cutover finalizes FinalizeAfter later, not at once and not never.
+func TestReverseRefusedAtServingStillFinalizes(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 5000}}
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	injectBefore = func(c cutover.Command) cutover.Input {
+		if _, ok := c.(cutover.Cutover); ok {
+			return cutover.Reverse{}
+		}
+		return nil
+	}
+	defer func() { injectBefore = nil }()
+	refusedAt, finalizeAt := int64(-1), int64(-1)
+	done := drive(t, ctx, plan, func(c cutover.Command) {
+		switch c := c.(type) {
+		case cutover.Alert:
+			if strings.HasPrefix(c.Reason, "Reverse refused") && refusedAt < 0 {
+				refusedAt = ctx.Now
+			}
+		case cutover.StopTask, cutover.Unfence:
+			if refusedAt >= 0 && finalizeAt < 0 {
+				finalizeAt = ctx.Now
+			}
+		}
+	}, func(c cutover.Command) cutover.Input {
+		if l, ok := c.(cutover.ListTasks); ok && strings.Contains(l.Step, "/check/") {
+			return cutover.TasksListed{Step: l.Step} // d restarted: the stream back is gone
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.GreaterOrEqual(t, refusedAt, int64(0), "the Reverse taken at the point of no return is refused for want of a stream")
+	require.GreaterOrEqual(t, finalizeAt-refusedAt, int64(5000), "finalized FinalizeAfter after the refusal")
+}
