@@ -290,3 +290,34 @@ func TestReverseRefusedAtServingStillFinalizes(t *testing.T) {
 	require.GreaterOrEqual(t, refusedAt, int64(0), "the Reverse taken at the point of no return is refused for want of a stream")
 	require.GreaterOrEqual(t, finalizeAt-refusedAt, int64(5000), "finalized FinalizeAfter after the refusal")
 }
+
+// TestLateCopyAnswerDuringRetryAlerts: the first COPY_DATA timed out and was retried; its
+// success arrives while the retry is out. PgDog starts a task for every COPY_DATA (its
+// admin/copy_data.rs runs one per command, and a slot that exists is reused), so the first
+// try's task is a second copy that nothing will stop. The machine says so.
+func TestLateCopyAnswerDuringRetryAlerts(t *testing.T) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 3, Grace: 10, FinalizeAfter: 10}}
+	first := ""
+	injectBefore = func(c cutover.Command) cutover.Input {
+		if cd, ok := c.(cutover.CopyData); ok && first != "" && cd.Step != first {
+			return cutover.CopyStarted{Step: first, Task: 5} // the first try's answer, late
+		}
+		return nil
+	}
+	defer func() { injectBefore = nil }()
+	alerted := false
+	done := drive(t, nil, plan, func(c cutover.Command) {
+		if a, ok := c.(cutover.Alert); ok && strings.Contains(a.Reason, "COPY_DATA task 5") {
+			alerted = true
+		}
+	}, func(c cutover.Command) cutover.Input {
+		if cd, ok := c.(cutover.CopyData); ok && first == "" {
+			first = cd.Step
+			return cutover.CopyStarted{Step: cd.Step, Err: errors.New("timeout (the request may have applied)")}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.True(t, alerted, "the first try's task is named in an alert")
+}
