@@ -11,16 +11,16 @@ import (
 	"loam.dev/router/machine/machinetest"
 )
 
+// injectBefore, when set, is asked about every command drive is about to answer, and an
+// input it returns is fed first (an operator's decision arriving while the command is out).
+var injectBefore func(cutover.Command) cutover.Input
+
 // drive runs a cutover of fixture() with plan to its Done, on ctx (nil: a fresh one at 1000
 // ms with no Rand). seen sees every command first; reply answers one (nil: the default, a
 // success: the copy is task 7, replicating with lag 1, and the instance lists it finished and
 // the stream, task 8, replicating), and its answer reaches the machine at ctx.Now+1. Timers
 // fire when nothing else is queued. Done() must say the cutover ended only once the Done
 // command came, with its outcome.
-// injectBefore, when set, is asked about every command drive is about to answer, and an
-// input it returns is fed first (an operator's decision arriving while the command is out).
-var injectBefore func(cutover.Command) cutover.Input
-
 func drive(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen func(cutover.Command), reply func(cutover.Command) cutover.Input) cutover.Done {
 	return driveRestarting(t, ctx, plan, seen, reply, nil)
 }

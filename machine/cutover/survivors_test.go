@@ -1,5 +1,10 @@
 package cutover_test
 
+// The tests in this file were written for the mutants gremlins left alive in session 3 of
+// machine/cutover's mutation testing (MUTATION.md, "Session 3"): each asserts a behaviour
+// that only a golden script pinned before (a log line, an option default, a bound, a
+// refusal), so that a change to it fails a semantic test, not just a rewritten golden.
+
 import (
 	"encoding/json"
 	"errors"
@@ -166,11 +171,8 @@ func TestRestoreRefusesUnknownStages(t *testing.T) {
 	_, err = cutover.Restore(s)
 	require.NoError(t, err, "an idle machine has no record to check")
 
-	m := cutover.New()
 	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
-	m.On(ctx, cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
-	started, err := json.Marshal(m.Snapshot())
-	require.NoError(t, err)
+	started := startedSnapshot(t, ctx)
 	unknown := 0
 	for stage := range 64 {
 		var raw map[string]any
@@ -232,14 +234,10 @@ func TestTaskStateString(t *testing.T) {
 // write is out, edited to lose the record being written, is refused rather than restored
 // into a machine that would send a write of nothing.
 func TestRestoreRefusesARecordWriteWithoutItsRecord(t *testing.T) {
-	m := cutover.New()
-	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
-	m.On(ctx, cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
-	b, err := json.Marshal(m.Snapshot())
-	require.NoError(t, err)
+	b := startedSnapshot(t, &machine.Ctx{Now: 1000, Trace: machine.Discard})
 	var s cutover.Snapshot
 	require.NoError(t, json.Unmarshal(b, &s))
-	_, err = cutover.Restore(s)
+	_, err := cutover.Restore(s)
 	require.NoError(t, err, "the snapshot as taken")
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(b, &raw))
@@ -320,4 +318,14 @@ func TestLateCopyAnswerDuringRetryAlerts(t *testing.T) {
 	})
 	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
 	require.True(t, alerted, "the first try's task is named in an alert")
+}
+
+// startedSnapshot is the JSON snapshot of a machine just started on fixture(): its begin
+// record write is out.
+func startedSnapshot(t *testing.T, ctx *machine.Ctx) []byte {
+	m := cutover.New()
+	m.On(ctx, cutover.Start{Record: fixture(), Plan: cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub"}})
+	b, err := json.Marshal(m.Snapshot())
+	require.NoError(t, err)
+	return b
 }
