@@ -216,6 +216,9 @@ func (n *Network) Call(from, to NodeID, what string, flags CallFlags, handle fun
 	n.inflight[c.id] = c
 	fromName, toName := n.nodes[from].name, n.nodes[to].name
 	if !n.nodes[to].up {
+		// Refused: no connection, so no request bytes exist that a crash of the caller
+		// could still deliver (Crash's Settled coin flip) once the destination is back.
+		c.suppressed = true
 		n.s.After(2*n.delay(from, to), Label{Kind: "refused", From: fromName, To: toName, What: what, ID: int64(c.id)}, func() {
 			n.complete(c, nil, &RefusedError{From: fromName, To: toName, What: what})
 		})
