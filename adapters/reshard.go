@@ -17,10 +17,12 @@ type Resharder interface {
 	CopyData(ctx context.Context, source, destination, publication, slot string) (task int64, err error)
 	// Tasks lists the root tasks (SHOW TASKS rows whose scope is root).
 	Tasks(ctx context.Context) ([]Task, error)
-	// SlotLag reports the lag of a replication slot in bytes (SHOW REPLICATION_SLOTS,
-	// lag_bytes of the row whose name is slot); ok is false when the slot is not listed or
-	// its lag is NULL.
-	SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error)
+	// SlotLag reports the lag in bytes of the COPY_DATA named slot that reads from shards
+	// source shards: PgDog makes one replication slot per source shard, <slot>_<i> for i in
+	// [0, shards), and SHOW REPLICATION_SLOTS lists each with its lag_bytes; the lag is the
+	// largest. ok is false when one of them is not listed or its lag is NULL: a source
+	// shard without its slot has no stream, and its lag is unknown, not zero.
+	SlotLag(ctx context.Context, slot string, shards int) (lag int64, ok bool, err error)
 	// Cutover runs CUTOVER <task>: the instance drains, swaps the two databases' names in
 	// its routing, starts the reverse stream and clears its maintenance holds. It is not
 	// idempotent and must not be retried by the implementation.

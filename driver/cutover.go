@@ -210,7 +210,7 @@ func (e *CutoverExecutor) poll(ctx context.Context, log *slog.Logger, c cutover.
 	}
 	lag, known := int64(-1), false
 	if err == nil {
-		lag, known, err = r.SlotLag(ctx, c.Slot)
+		lag, known, err = r.SlotLag(ctx, c.Slot, c.Shards)
 	}
 	warn(log, err, "polling the copy failed", "step", c.Step, "instance", c.Instance)
 	if !known {

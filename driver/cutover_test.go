@@ -109,7 +109,16 @@ func (p pgdog) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	return out, nil
 }
 
-func (p pgdog) SlotLag(ctx context.Context, slot string) (int64, bool, error) { return 10, true, nil }
+// SlotLag knows the lag only when asked for one slot per shard of the layout the copy reads
+// (PgDog lists <slot>_<i> per source shard, and no more).
+func (p pgdog) SlotLag(ctx context.Context, slot string, shards int) (int64, bool, error) {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	if shards != len(p.f.layouts["s"]) {
+		return 0, false, nil
+	}
+	return 10, true, nil
+}
 
 func (p pgdog) Cutover(ctx context.Context, task int64) error {
 	p.f.mu.Lock()
@@ -322,13 +331,16 @@ func TestCutoverExecutorAnswers(t *testing.T) {
 	require.Equal(t, uint64(1), rw.Conflict.Version)
 
 	// A task SHOW TASKS does not list is NotListed; PgDog's wording is classified.
-	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: 42, Slot: "loam_app_4"})
+	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: 42, Slot: "loam_app_4", Shards: 2})
 	require.Equal(t, cutover.TaskNotListed, in.(cutover.CopyPolled).Task.State)
 	in, _ = e.Execute(ctx, cutover.CopyData{Step: "c", Instance: "pgdog-1", Source: "app", Destination: "app__reshard_4", Publication: "app_pub", Slot: "loam_app_4"})
 	task := in.(cutover.CopyStarted).Task
-	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: task, Slot: "loam_app_4"})
+	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: task, Slot: "loam_app_4", Shards: 2})
 	require.Equal(t, cutover.CopyPolled{Step: "p", Task: cutover.Task{ID: task, State: cutover.TaskReplicating, Detail: "running (replicating)",
 		Kind: "reshard app -> app__reshard_4"}, LagBytes: 10}, in)
+	// A lag the resharder does not know (a source shard's slot missing) is -1, not 0.
+	in, _ = e.Execute(ctx, cutover.PollCopy{Step: "p", Instance: "pgdog-1", Task: task, Slot: "loam_app_4", Shards: 4})
+	require.Equal(t, int64(-1), in.(cutover.CopyPolled).LagBytes)
 
 	// An instance or backend the executor was not given is an error answer, not a panic.
 	in, _ = e.Execute(ctx, cutover.Pause{Step: "x", Instance: "pgdog-9", Database: "app"})

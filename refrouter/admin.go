@@ -283,8 +283,9 @@ func taskRows(tasks []adapters.Task, now time.Time) [][]*string {
 	return rows
 }
 
-// showSlots lists one row per task of the resharding stand-in, named by the task's slot
-// (its streams are one slot per pair of shards; lag_bytes is the worst of them).
+// showSlots lists, as PgDog does, one row per source shard of each task of the resharding
+// stand-in, named <slot>_<shard> (its streams are one slot per pair of shards; lag_bytes is
+// the worst of the shard's, NULL when one is missing).
 func (s *Server) showSlots(ctx context.Context) (table, error) {
 	t := table{cols: []string{"host", "port", "database_name", "name", "lsn", "lag", "lag_bytes", "copy_data", "last_transaction", "last_transaction_ms"}, tag: "SHOW"}
 	rs := s.resharder()
@@ -292,15 +293,17 @@ func (s *Server) showSlots(ctx context.Context) (table, error) {
 		return t, nil
 	}
 	for _, slot := range rs.slotNames() {
-		lag, ok, err := rs.SlotLag(ctx, slot)
+		lags, err := rs.shardLags(ctx, slot)
 		if err != nil {
 			return t, err
 		}
-		var lagCell *string
-		if ok {
-			lagCell = cell(strconv.FormatInt(lag, 10))
+		for i, lag := range lags {
+			var lagCell *string
+			if lag != nil {
+				lagCell = cell(strconv.FormatInt(*lag, 10))
+			}
+			t.rows = append(t.rows, []*string{nil, nil, nil, cell(slot + "_" + strconv.Itoa(i)), nil, nil, lagCell, nil, nil, nil})
 		}
-		t.rows = append(t.rows, []*string{nil, nil, nil, cell(slot), nil, nil, lagCell, nil, nil, nil})
 	}
 	return t, nil
 }

@@ -562,8 +562,27 @@ func (rs *Resharder) Tasks(ctx context.Context) ([]adapters.Task, error) {
 }
 
 // SlotLag implements adapters.Resharder: the largest lag in bytes among the slots of the
-// task named slot, measured against each source shard's current WAL position.
-func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+// task named slot, measured against each source shard's current WAL position; not ok when
+// the task reads from another number of shards than the caller expects, or a shard's lag
+// is unknown.
+func (rs *Resharder) SlotLag(ctx context.Context, slot string, shards int) (int64, bool, error) {
+	lags, err := rs.shardLags(ctx, slot)
+	if err != nil || len(lags) != shards || shards == 0 {
+		return 0, false, err
+	}
+	var worst int64
+	for _, l := range lags {
+		if l == nil {
+			return 0, false, nil
+		}
+		worst = max(worst, *l)
+	}
+	return worst, true, nil
+}
+
+// shardLags is the lag of the task named slot on each of its source shards (nil where a
+// shard's slots are not all there, or one has never confirmed a position); no task, none.
+func (rs *Resharder) shardLags(ctx context.Context, slot string) ([]*int64, error) {
 	rs.mu.Lock()
 	var t *streamTask
 	for _, x := range rs.tasks {
@@ -573,9 +592,9 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 	}
 	rs.mu.Unlock()
 	if t == nil {
-		return 0, false, nil
+		return nil, nil
 	}
-	var worst int64
+	var out []*int64
 	for i, from := range t.from.Shards {
 		var slots []string
 		for j := range t.to.Shards {
@@ -583,24 +602,24 @@ func (rs *Resharder) SlotLag(ctx context.Context, slot string) (int64, bool, err
 		}
 		p, err := rs.pool(ctx, from.Backend)
 		if err != nil {
-			return 0, false, rs.fail("SlotLag", err)
+			return nil, rs.fail("SlotLag", err)
 		}
 		var lag *int64
 		var n int
 		err = p.QueryRow(ctx, `SELECT max(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint, count(confirmed_flush_lsn)
 			FROM pg_replication_slots WHERE slot_name = ANY($1)`, slots).Scan(&lag, &n)
 		if err != nil {
-			return 0, false, rs.fail("SlotLag", err)
+			return nil, rs.fail("SlotLag", err)
 		}
-		if lag == nil || n < len(slots) {
-			return 0, false, nil
+		if n < len(slots) {
+			lag = nil
 		}
-		worst = max(worst, *lag)
+		out = append(out, lag)
 	}
 	// At every poll before the pause. Its error is not the poll's: the CUTOVER advances
 	// the slots anyway.
 	_ = rs.keepBackCurrent(ctx, t)
-	return worst, true, nil
+	return out, nil
 }
 
 // barrierSQL inserts the barrier row (origin, token) into syncTable, committed with

@@ -123,7 +123,8 @@
 //     (ReplicationSlot::replication) names the slot of source shard i <slot>_<i>, and SHOW
 //     REPLICATION_SLOTS (pgdog/src/admin/show_replication_slots.rs) lists each with
 //     lag_bytes (bigint), never the name COPY_DATA was given: SlotLag takes the largest
-//     lag of the task's shard slots (TaskSlotLag). lag_bytes is 0 from the slot's creation
+//     lag of the task's shard slots, and knows none while one source shard's slot is
+//     missing (TaskSlotLag; the cutover machine's PollCopy says how many). lag_bytes is 0 from the slot's creation
 //     (pgdog/src/backend/replication/logical/status.rs, ReplicationSlot::new) until the
 //     stream measures it, once a second (publisher/publisher_impl.rs; slot.rs
 //     replication_lag: pg_current_wal_lsn() - confirmed_flush_lsn), so a 0 early in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -440,56 +441,34 @@ func (i *Instance) ReplicationSlots(ctx context.Context) ([]ReplicationSlot, err
 	return s, nil
 }
 
-// SlotLag reports the lag of the slots COPY_DATA named slot: PgDog makes one per source
-// shard, named <slot>_<shard number>, and lists each in SHOW REPLICATION_SLOTS. The lag is
-// the largest lag_bytes among them; ok is false when none is listed or one's lag is NULL.
-// A row named slot itself (no shard suffix) counts too.
-func (i *Instance) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
+// SlotLag reports the lag of the slots COPY_DATA named slot, reading from shards source
+// shards: PgDog makes one per source shard, named <slot>_<shard number>, and lists each in
+// SHOW REPLICATION_SLOTS. The lag is the largest lag_bytes among them; ok is false when one
+// is not listed or its lag is NULL (TaskSlotLag).
+func (i *Instance) SlotLag(ctx context.Context, slot string, shards int) (lag int64, ok bool, err error) {
 	slots, err := i.ReplicationSlots(ctx)
 	if err != nil {
 		return 0, false, err
 	}
-	lag, ok = TaskSlotLag(slots, slot)
+	lag, ok = TaskSlotLag(slots, slot, shards)
 	return lag, ok, nil
 }
 
-// TaskSlotLag is SlotLag over the rows of SHOW REPLICATION_SLOTS.
-func TaskSlotLag(slots []ReplicationSlot, slot string) (lag int64, ok bool) {
-	n := 0
-	for _, s := range slots {
-		if !ShardSlot(s.Name, slot) {
-			continue
-		}
-		if !s.LagKnown {
+// TaskSlotLag is SlotLag over the rows of SHOW REPLICATION_SLOTS: every one of the slots
+// <slot>_0 … <slot>_<shards-1> (pgdog/src/backend/replication/logical/publisher/slot.rs,
+// ReplicationSlot::replication) must be listed with a known lag. A shard whose slot is
+// missing would otherwise leave the lag of the others, and a stream that never started on
+// it would look caught up. shards < 1 is never ok.
+func TaskSlotLag(slots []ReplicationSlot, slot string, shards int) (lag int64, ok bool) {
+	for shard := range shards {
+		name := slot + "_" + strconv.Itoa(shard)
+		i := slices.IndexFunc(slots, func(s ReplicationSlot) bool { return s.Name == name })
+		if i < 0 || !slots[i].LagKnown {
 			return 0, false
 		}
-		n++
-		lag = max(lag, s.LagBytes)
+		lag = max(lag, slots[i].LagBytes)
 	}
-	return lag, n > 0
-}
-
-// ShardSlot reports whether name is one of the slots of a COPY_DATA named slot: slot
-// followed by "_" and a shard number (pgdog/src/backend/replication/logical/publisher/
-// slot.rs, ReplicationSlot::replication), or slot itself.
-func ShardSlot(name, slot string) bool {
-	rest, ok := strings.CutPrefix(name, slot)
-	if !ok {
-		return false
-	}
-	if rest == "" {
-		return true
-	}
-	digits, ok := strings.CutPrefix(rest, "_")
-	if !ok || digits == "" {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return lag, shards > 0
 }
 
 // Version sends SHOW VERSION: the binary's version, not the config's.

@@ -151,24 +151,28 @@ func FuzzCheckName(f *testing.F) {
 
 // TestTaskSlotLag: PgDog names a COPY_DATA's slots <slot>_<shard>, one per source shard
 // (recorded with two source shards: loam_slot_4_0, loam_slot_4_1); the task's lag is the
-// largest, known only when every one listed is.
+// largest, known only when every source shard's slot is listed with a known lag.
 func TestTaskSlotLag(t *testing.T) {
 	slot := func(name string, lag int64, known bool) pgdog.ReplicationSlot {
 		return pgdog.ReplicationSlot{Name: name, LagBytes: lag, LagKnown: known}
 	}
 	slots := []pgdog.ReplicationSlot{slot("loam_app_2_0", 100, true), slot("loam_app_2_1", 4096, true),
-		slot("loam_app_2_x", 1<<40, true), slot("loam_app_21_0", 1<<40, true), slot("loam_app_2_", 1<<40, true), slot("__pgdog_repl_abc_0", 1<<40, true)}
-	lag, ok := pgdog.TaskSlotLag(slots, "loam_app_2")
+		slot("loam_app_2_x", 1<<40, true), slot("loam_app_21_0", 1<<40, true), slot("loam_app_2_", 1<<40, true),
+		slot("loam_app_2", 1<<40, true), slot("__pgdog_repl_abc_0", 1<<40, true)}
+	lag, ok := pgdog.TaskSlotLag(slots, "loam_app_2", 2)
 	require.True(t, ok)
 	require.Equal(t, int64(4096), lag, "the largest of the task's shard slots, and only theirs")
 
-	_, ok = pgdog.TaskSlotLag(slots, "loam_app_3")
+	_, ok = pgdog.TaskSlotLag(slots, "loam_app_3", 2)
 	require.False(t, ok, "no slot of the task listed")
-	_, ok = pgdog.TaskSlotLag(append(slots, slot("loam_app_2_2", 0, false)), "loam_app_2")
+	_, ok = pgdog.TaskSlotLag(slots, "loam_app_2", 3)
+	require.False(t, ok, "source shard 2's slot is not listed: its stream may never have started")
+	_, ok = pgdog.TaskSlotLag(slots[1:], "loam_app_2", 2)
+	require.False(t, ok, "source shard 0's slot is not listed, however small the others' lag")
+	_, ok = pgdog.TaskSlotLag(append(slots, slot("loam_app_2_2", 0, false)), "loam_app_2", 3)
 	require.False(t, ok, "one shard's lag unknown")
-	lag, ok = pgdog.TaskSlotLag([]pgdog.ReplicationSlot{slot("loam_app_2", 7, true)}, "loam_app_2")
-	require.True(t, ok, "a slot named as asked")
-	require.Equal(t, int64(7), lag)
+	_, ok = pgdog.TaskSlotLag(slots, "loam_app_2", 0)
+	require.False(t, ok, "no shard, no lag")
 }
 
 // TestRootTasks: PgDog reports the cutover's stage on the replication subtask while the

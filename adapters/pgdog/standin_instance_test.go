@@ -361,7 +361,7 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 	require.Len(t, rows, 2)
 	require.False(t, rows[1].Root)
 
-	_, ok, err := i.SlotLag(ctx, "loam_app_4")
+	_, ok, err := i.SlotLag(ctx, "loam_app_4", 2)
 	require.NoError(t, err)
 	require.False(t, ok, "no slot listed before the task replicates (recorded)")
 
@@ -374,11 +374,14 @@ func TestStandInCopyDataCutoverStop(t *testing.T) {
 
 	lag := int64(4096)
 	s.SetTask(task, "running", "replicating", &lag)
-	got, ok, err := i.SlotLag(ctx, "loam_app_4")
+	got, ok, err := i.SlotLag(ctx, "loam_app_4", 2)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, lag, got)
-	_, ok, err = i.SlotLag(ctx, "other")
+	_, ok, err = i.SlotLag(ctx, "loam_app_4", 3)
+	require.NoError(t, err)
+	require.False(t, ok, "two source shards, two slots listed: a third shard's stream is not there")
+	_, ok, err = i.SlotLag(ctx, "other", 2)
 	require.NoError(t, err)
 	require.False(t, ok)
 

@@ -177,13 +177,14 @@ func TestCopyCutoverReverseStream(t *testing.T) {
 	w.settle()
 	id, err := w.r0.CopyData("app", model.ReshardName("app", 1), "slot_app_1")
 	require.NoError(t, err)
-	require.Equal(t, int64(0), w.r0.SlotLag("slot_app_1"), "the slot shows its lag from COPY_DATA on: nothing written since")
+	require.Equal(t, int64(0), w.r0.SlotLag("slot_app_1", 1), "the slot shows its lag from COPY_DATA on: nothing written since")
+	require.Equal(t, int64(-1), w.r0.SlotLag("slot_app_1", 2), "one source shard, one slot: a second shard's is not listed")
 	w.settle()
 	for i, k := range keys { // writes during replication are streamed
 		w.query(w.r1, appendOp(k, int64(100+i)))
 	}
 	w.settle()
-	require.Equal(t, int64(0), w.r0.SlotLag("slot_app_1"))
+	require.Equal(t, int64(0), w.r0.SlotLag("slot_app_1", 1))
 	for _, k := range keys {
 		dst := []*model.Backend{d1, d2}[model.Route(k, 2)]
 		require.Equal(t, src.Row(k), dst.Row(k), "key %s", k)

@@ -260,11 +260,12 @@ func (r *Router) Lag(t *Task) int64 {
 	return int64(n)
 }
 
-// SlotLag is SHOW REPLICATION_SLOTS' lag_bytes for slot: the stream's lag at 100 bytes a
-// write, or -1 when no task of this instance streams through it.
-func (r *Router) SlotLag(slot string) int64 {
+// SlotLag is the largest lag_bytes SHOW REPLICATION_SLOTS lists for the shard slots of
+// slot, one per source shard: the stream's lag at 100 bytes a write, or -1 when no task of
+// this instance streams through it from shards source shards (a missing shard slot).
+func (r *Router) SlotLag(slot string, shards int) int64 {
 	for _, t := range r.tasks {
-		if t.Slot == slot && t.active() {
+		if t.Slot == slot && t.active() && len(t.src) == shards {
 			if l := r.Lag(t); l >= 0 {
 				return 100 * l
 			}

@@ -378,7 +378,7 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 		}
 		s.Net.Call(ctl, r.Node, "poll", detsim.Idempotent,
 			func(rep detsim.Reply) {
-				p := polled{t: cutover.Task{ID: x.Task, State: cutover.TaskNotListed}, lag: r.SlotLag(x.Slot)}
+				p := polled{t: cutover.Task{ID: x.Task, State: cutover.TaskNotListed}, lag: r.SlotLag(x.Slot, x.Shards)}
 				for _, t := range r.Tasks() {
 					if t.ID == x.Task {
 						p.t = taskOf(t)

@@ -56,12 +56,14 @@ type CopyData struct {
 }
 
 // PollCopy asks for the copy task's state (SHOW TASKS, the row whose id is Task) and the
-// lag of Slot (SHOW REPLICATION_SLOTS, lag_bytes of the row named Slot). Answer with
-// CopyPolled.
+// lag of its stream: the largest lag_bytes of Slot's shard slots in SHOW
+// REPLICATION_SLOTS, one per source shard, <Slot>_0 … <Slot>_<Shards-1>, unknown (-1) when
+// one is missing (adapters.Resharder.SlotLag). Answer with CopyPolled.
 type PollCopy struct {
 	Step, Instance string
 	Task           int64
 	Slot           string
+	Shards         int // source shards the copy reads, one slot each
 }
 
 // Pause asks one instance to hold new queries for Database (RouterInstance.Pause; PgDog:
@@ -283,7 +285,7 @@ func (c CopyData) String() string {
 	return "CopyData step=" + c.Step + " instance=" + c.Instance + " src=" + c.Source + " dst=" + c.Destination + " pub=" + c.Publication + " slot=" + c.Slot
 }
 func (c PollCopy) String() string {
-	return "PollCopy step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task) + " slot=" + c.Slot
+	return "PollCopy step=" + c.Step + " instance=" + c.Instance + " task=" + i64(c.Task) + " slot=" + c.Slot + " shards=" + strconv.Itoa(c.Shards)
 }
 func (c Pause) String() string {
 	return "Pause step=" + c.Step + " instance=" + c.Instance + " db=" + c.Database

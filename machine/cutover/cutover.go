@@ -461,7 +461,7 @@ func (m *Machine) issue(ctx *machine.Ctx, i int) {
 	case kAdopt, kList, kCheck:
 		c = ListTasks{Step: step, Instance: o.Target}
 	case kPoll:
-		c = PollCopy{Step: step, Instance: o.Target, Task: o.Task, Slot: slotName(m.s.Origin)}
+		c = PollCopy{Step: step, Instance: o.Target, Task: o.Task, Slot: slotName(m.s.Origin), Shards: len(m.layout(sideSource).Shards)}
 	case kPause:
 		c = Pause{Step: step, Instance: o.Target, Database: m.db()}
 	case kResume:

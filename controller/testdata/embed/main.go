@@ -51,10 +51,10 @@ func (r router) Observe(context.Context) (adapters.Observed, error) {
 func (r router) CopyData(context.Context, string, string, string, string) (int64, error) {
 	return 0, errors.New("not in this program")
 }
-func (r router) Tasks(context.Context) ([]adapters.Task, error)       { return nil, nil }
-func (r router) SlotLag(context.Context, string) (int64, bool, error) { return 0, false, nil }
-func (r router) Cutover(context.Context, int64) error                 { return errors.New("not in this program") }
-func (r router) StopTask(context.Context, int64) error                { return nil }
+func (r router) Tasks(context.Context) ([]adapters.Task, error)            { return nil, nil }
+func (r router) SlotLag(context.Context, string, int) (int64, bool, error) { return 0, false, nil }
+func (r router) Cutover(context.Context, int64) error                      { return errors.New("not in this program") }
+func (r router) StopTask(context.Context, int64) error                     { return nil }
 
 // shard is a primary that answers.
 type shard struct{}

@@ -175,12 +175,12 @@ func (l lazyResharder) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	}
 	return rs.Tasks(ctx)
 }
-func (l lazyResharder) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+func (l lazyResharder) SlotLag(ctx context.Context, slot string, shards int) (int64, bool, error) {
 	rs, err := l.get()
 	if err != nil {
 		return 0, false, err
 	}
-	return rs.SlotLag(ctx, slot)
+	return rs.SlotLag(ctx, slot, shards)
 }
 func (l lazyResharder) Cutover(ctx context.Context, task int64) error {
 	rs, err := l.get()

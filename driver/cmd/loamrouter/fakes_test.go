@@ -110,7 +110,7 @@ func (r fakeRouter) Tasks(ctx context.Context) ([]adapters.Task, error) {
 	}
 	return out, nil
 }
-func (r fakeRouter) SlotLag(ctx context.Context, slot string) (int64, bool, error) {
+func (r fakeRouter) SlotLag(ctx context.Context, slot string, shards int) (int64, bool, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
 	r.w.record("SlotLag", r.id)
