@@ -1006,14 +1006,14 @@ func (m *Machine) undo(ctx *machine.Ctx, reason string) {
 	m.enter(ctx, stUndoReload)
 }
 
-// resolve asks the designated instance what its CUTOVER did. Its polls are numbered on
-// from the last try's, never from 1 again: a late answer to a list taken before this try
-// went out would say the task still waits for its CUTOVER, and, taken for this try's
-// list, would send CUTOVER again or roll back a cutover that took.
 // stuckPolls is how many listings of a CUTOVER still in progress raise an Alert (again
 // every as many).
 const stuckPolls = 20
 
+// resolve asks the designated instance what its CUTOVER did. Its polls are numbered on
+// from the last try's, never from 1 again: a late answer to a list taken before this try
+// went out would say the task still waits for its CUTOVER, and, taken for this try's
+// list, would send CUTOVER again or roll back a cutover that took.
 func (m *Machine) resolve(ctx *machine.Ctx) {
 	m.enter(ctx, stResolve)
 }

@@ -15,6 +15,11 @@ import (
 // input it returns is fed first (an operator's decision arriving while the command is out).
 var injectBefore func(cutover.Command) cutover.Input
 
+// onIdle, when set, is asked whenever drive has nothing to answer, with the timers pending,
+// and an input it returns is fed before any timer fires (an operator's decision while the
+// machine waits; onIdle may move the clock on first).
+var onIdle func(timers map[string]int64) cutover.Input
+
 // drive runs a cutover of fixture() with plan to its Done, on ctx (nil: a fresh one at 1000
 // ms with no Rand). seen sees every command first; reply answers one (nil: the default, a
 // success: the copy is task 7, replicating with lag 1, and the instance lists it finished and
@@ -40,6 +45,12 @@ func driveRestarting(t *testing.T, ctx *machine.Ctx, plan cutover.Plan, seen fun
 	timers := map[string]int64{}
 	for steps := 0; steps < 10_000; steps++ {
 		var in cutover.Input
+		if len(queue) == 0 && onIdle != nil {
+			if x := onIdle(timers); x != nil {
+				queue = m.On(ctx, x)
+				continue
+			}
+		}
 		if len(queue) == 0 {
 			id, at := "", int64(0)
 			for k, v := range timers {

@@ -256,36 +256,8 @@ func TestRestoreRefusesARecordWriteWithoutItsRecord(t *testing.T) {
 // alert. The finalize-after timer the pending decision kept from being set is set then, and
 // the cutover finalizes FinalizeAfter later, not at once and not never.
 func TestReverseRefusedAtServingStillFinalizes(t *testing.T) {
-	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
-		Options: cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 5000}}
-	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
-	injectBefore = func(c cutover.Command) cutover.Input {
-		if _, ok := c.(cutover.Cutover); ok {
-			return cutover.Reverse{}
-		}
-		return nil
-	}
-	defer func() { injectBefore = nil }()
-	refusedAt, finalizeAt := int64(-1), int64(-1)
-	done := drive(t, ctx, plan, func(c cutover.Command) {
-		switch c := c.(type) {
-		case cutover.Alert:
-			if strings.HasPrefix(c.Reason, "Reverse refused") && refusedAt < 0 {
-				refusedAt = ctx.Now
-			}
-		case cutover.StopTask, cutover.Unfence:
-			if refusedAt >= 0 && finalizeAt < 0 {
-				finalizeAt = ctx.Now
-			}
-		}
-	}, func(c cutover.Command) cutover.Input {
-		if l, ok := c.(cutover.ListTasks); ok && strings.Contains(l.Step, "/check/") {
-			return cutover.TasksListed{Step: l.Step} // d restarted: the stream back is gone
-		}
-		return nil
-	})
+	done, refusedAt, finalizeAt := reverseRefusedAtServing(t, 5000, func(*machine.Ctx, int64, map[string]int64) cutover.Input { return nil })
 	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
-	require.GreaterOrEqual(t, refusedAt, int64(0), "the Reverse taken at the point of no return is refused for want of a stream")
 	require.GreaterOrEqual(t, finalizeAt-refusedAt, int64(5000), "finalized FinalizeAfter after the refusal")
 }
 
@@ -328,4 +300,116 @@ func startedSnapshot(t *testing.T, ctx *machine.Ctx) []byte {
 	b, err := json.Marshal(m.Snapshot())
 	require.NoError(t, err)
 	return b
+}
+
+// reverseRefusedAtServing drives TestReverseRefusedAtServingStillFinalizes's cutover (a
+// Reverse taken at the point of no return, refused at serving because d restarted and lost
+// the stream back) with finalizeAfter, idle answering while the machine waits (onIdle), and
+// returns the Done, when the first refusal came and when the cutover began to finalize.
+func reverseRefusedAtServing(t *testing.T, finalizeAfter int64, idle func(ctx *machine.Ctx, refusedAt int64, timers map[string]int64) cutover.Input) (done cutover.Done, refusedAt, finalizeAt int64) {
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1"}, Role: "app", Publication: "app_pub",
+		Options: cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: finalizeAfter}}
+	ctx := &machine.Ctx{Now: 1000, Trace: machine.Discard}
+	injectBefore = func(c cutover.Command) cutover.Input {
+		if _, ok := c.(cutover.Cutover); ok {
+			return cutover.Reverse{}
+		}
+		return nil
+	}
+	refusedAt, finalizeAt = -1, -1
+	onIdle = func(timers map[string]int64) cutover.Input {
+		if refusedAt < 0 || finalizeAt >= 0 {
+			return nil
+		}
+		return idle(ctx, refusedAt, timers)
+	}
+	defer func() { injectBefore, onIdle = nil, nil }()
+	done = drive(t, ctx, plan, func(c cutover.Command) {
+		switch c := c.(type) {
+		case cutover.Alert:
+			if strings.HasPrefix(c.Reason, "Reverse refused") && refusedAt < 0 {
+				refusedAt = ctx.Now
+			}
+		case cutover.StopTask, cutover.Unfence:
+			if refusedAt >= 0 && finalizeAt < 0 {
+				finalizeAt = ctx.Now
+			}
+		}
+	}, func(c cutover.Command) cutover.Input {
+		if l, ok := c.(cutover.ListTasks); ok && strings.Contains(l.Step, "/check/") {
+			return cutover.TasksListed{Step: l.Step} // d restarted: the stream back is gone
+		}
+		return nil
+	})
+	require.GreaterOrEqual(t, refusedAt, int64(0), "the Reverse taken at the point of no return is refused for want of a stream")
+	return done, refusedAt, finalizeAt
+}
+
+// TestReverseRefusedWithoutFinalizeAfterWaitsForTheOperator: with FinalizeAfter 0 (no
+// finalize on its own), a Reverse refused at serving leaves the machine waiting for the
+// operator with no timer: it finalizes when told, not at once.
+func TestReverseRefusedWithoutFinalizeAfterWaitsForTheOperator(t *testing.T) {
+	told := int64(-1)
+	done, _, finalizeAt := reverseRefusedAtServing(t, 0, func(ctx *machine.Ctx, _ int64, timers map[string]int64) cutover.Input {
+		if len(timers) > 0 || told >= 0 {
+			return nil
+		}
+		ctx.Now += 60_000 // the operator takes a minute
+		told = ctx.Now
+		return cutover.Finalize{}
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.GreaterOrEqual(t, told, int64(0), "the machine finalized before the operator said so")
+	require.GreaterOrEqual(t, finalizeAt, told, "finalized once told")
+}
+
+// TestReverseRefusedTwiceKeepsTheFinalizeTime: a second Reverse, refused like the first
+// while the finalize-after timer the first refusal set is pending, does not set it again:
+// the cutover finalizes FinalizeAfter after the first refusal, not after the second.
+func TestReverseRefusedTwiceKeepsTheFinalizeTime(t *testing.T) {
+	again := int64(-1)
+	done, refusedAt, finalizeAt := reverseRefusedAtServing(t, 5000, func(ctx *machine.Ctx, refusedAt int64, timers map[string]int64) cutover.Input {
+		if again >= 0 || len(timers) == 0 {
+			return nil
+		}
+		ctx.Now = refusedAt + 2000
+		again = ctx.Now
+		return cutover.Reverse{}
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.GreaterOrEqual(t, again, int64(0), "the second Reverse was sent")
+	require.GreaterOrEqual(t, finalizeAt, refusedAt+5000, "finalized FinalizeAfter after the first refusal")
+	require.Less(t, finalizeAt, again+5000, "finalized by the timer the first refusal (at %d) set, not by one the second (at %d) set again", refusedAt, again)
+}
+
+// TestRestoreRefusesAFenceOfAShardTheLayoutLacks: a snapshot whose fence op names a shard
+// by an index its layout does not have (hand-edited, or from another record) is refused
+// with an error, never indexed out of range; the same op naming a shard the layout has
+// restores.
+func TestRestoreRefusesAFenceOfAShardTheLayoutLacks(t *testing.T) {
+	b := startedSnapshot(t, &machine.Ctx{Now: 1000, Trace: machine.Discard})
+	withFence := func(side, index int, target string) cutover.Snapshot {
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(b, &raw))
+		ops := raw["Ops"].([]any)
+		require.Len(t, ops, 1, "the begin write is the one op out")
+		op := ops[0].(map[string]any)
+		op["Kind"], op["Side"], op["Index"], op["Target"] = 6, side, index, target // a Fence (kFence) out
+		out, err := json.Marshal(raw)
+		require.NoError(t, err)
+		var s cutover.Snapshot
+		require.NoError(t, json.Unmarshal(out, &s))
+		return s
+	}
+	_, err := cutover.Restore(withFence(1, 1, "s1"))
+	require.NoError(t, err, "a fence of source shard 1, s1")
+	_, err = cutover.Restore(withFence(2, 3, "n3"))
+	require.NoError(t, err, "a fence of target shard 3, n3")
+	for _, c := range []struct {
+		side, index int
+		target      string
+	}{{1, 2, "s2"}, {1, -1, "s0"}, {1, 0, "s1"}, {2, 4, "n4"}, {1, 3, "n3"}} {
+		_, err := cutover.Restore(withFence(c.side, c.index, c.target))
+		require.ErrorContains(t, err, "which the layout does not have", "side %d index %d %s", c.side, c.index, c.target)
+	}
 }
