@@ -47,11 +47,15 @@ type csRound struct {
 	roster map[string]any
 	alerts []map[string]any // MonitorAlert and MonitorClear, in order
 	close  int64            // when the round was judged: its last reply (or the timer that closed it)
+	// abandoned: a MonitorRestart came while the round was open (its scans that arrived
+	// before it are kept, its roster never came); the next round is the one it opened.
+	abandoned bool
 }
 
-// csRounds groups the monitor's events by round, leaving out Track, Deliver, and the rounds
-// a MonitorRestart abandoned (with the Restart). Alerts and clears belong to the round whose
-// close emitted them.
+// csRounds groups the monitor's events by round, leaving out Track and Deliver. A round a
+// MonitorRestart abandoned is kept, marked; a MonitorRestart between rounds is left out (it
+// opens the next round at once, which the model's idle monitor does on its own). Alerts
+// and clears belong to the round whose close emitted them.
 func csRounds(t *testing.T, events []map[string]any, shards int) []*csRound {
 	t.Helper()
 	var out []*csRound
@@ -77,7 +81,7 @@ func csRounds(t *testing.T, events []map[string]any, shards int) []*csRound {
 			cur.alerts = append(cur.alerts, m)
 		case indoubt.ActRestart:
 			if cur != nil && !cur.complete(shards) {
-				out = out[:len(out)-1] // abandoned: its replies went with the old driver
+				cur.abandoned = true // its outstanding replies went with the old driver
 			}
 			cur = nil
 		}
@@ -215,6 +219,18 @@ func crossshardProject(t *testing.T, rounds []*csRound, shardNames []string, thr
 			}
 			started = true
 			evs = append(evs, csEvent{Action: indoubt.ActRound})
+			if r.abandoned {
+				// Its scans as the monitor kept them (a shard whose reply never came: its
+				// last good list), then the restart that abandoned it and opened the next.
+				for _, sh := range shardNames {
+					e := csEvent{Action: indoubt.ActScan, Shard: model[sh]}
+					e.OK, _ = r.scans[sh]["ok"].(bool)
+					_, _, e.Seen = gidOn(v, sh)
+					evs = append(evs, e)
+				}
+				evs = append(evs, csEvent{Action: indoubt.ActRestart})
+				continue
+			}
 			ro := csEvent{Action: indoubt.ActRoster}
 			ro.OK, _ = r.roster["ok"].(bool)
 			startedAt, alive := v.procs[txn.instance]
@@ -336,4 +352,27 @@ func TestTraceValidationCrossShardRejects(t *testing.T) {
 		traceRun[csEvent]{"changed", changed, nil}, traceRun[csEvent]{"moved", moved, nil})
 	require.Equal(t, []int{len(events), alert, roster}, got,
 		"want the unchanged projection explained, the changed one stopped at its Alert %d, the one with the Alert moved before its Roster at %d", alert, roster)
+}
+
+// TestTraceValidationCrossShardRestart: bank seed 65's monitor is restarted while a round
+// is open, its two scans in and its roster not (a corpus seed): the projection keeps that
+// round and the restart, and the model explains it with its own MonitorRestart, whose
+// round is the one the code opened at once. The same projection with the Restart moved
+// before the abandoned round's scans is rejected at that round's Round: the model's round
+// opens with its scan, and its restart comes after it.
+func TestTraceValidationCrossShardRestart(t *testing.T) {
+	txns, projs := crossshardTraces(t, 65)
+	i := slices.IndexFunc(projs, func(evs []csEvent) bool {
+		return slices.ContainsFunc(evs, func(e csEvent) bool { return e.Action == indoubt.ActRestart })
+	})
+	require.GreaterOrEqual(t, i, 0, "no transaction of seed 65 sees a restart abandon a round: %v", txns)
+	events := projs[i]
+	restart := indexOf(t, events, "Restart", func(e csEvent) bool { return e.Action == indoubt.ActRestart })
+	require.Equal(t, []string{indoubt.ActRound, indoubt.ActScan, indoubt.ActScan}, []string{events[restart-3].Action, events[restart-2].Action, events[restart-1].Action},
+		"the abandoned round is projected whole before its restart")
+	require.Equal(t, indoubt.ActRound, events[restart+1].Action, "the restart's round follows it")
+	moved := moveEarlier(events, restart, restart-2)
+	got := validateTraces(t, "CrossShardCommitTrace", traceRun[csEvent]{"unchanged", events, nil}, traceRun[csEvent]{"moved", moved, nil})
+	require.Equal(t, []int{len(events), restart - 3}, got,
+		"want the unchanged projection explained and the one with the Restart moved before the abandoned round's scans stopped at that round's Round (%d)", restart-3)
 }
