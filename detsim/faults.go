@@ -48,6 +48,8 @@ var Catalogue = []Point{
 		What: "the instance crashes during CUTOVER, before or after the swap (chosen at random); the caller sees a reset"},
 	{Name: "pgdog.cutover.fail_after_swap", Base: 0.1, Where: "model.Router.Cutover",
 		What: "the CUTOVER task fails after the in-memory swap, which stays applied, and the instance's holds are cleared (PgDog when saving the config fails); the caller sees an error"},
+	{Name: "pgdog.cutover.stall", Base: 0.1, Where: "model.Router.Cutover",
+		What: "the CUTOVER's drain does not end for 12 s (a destination slow to apply; within PgDog's cutover_timeout): its caller's call times out first, and SHOW TASKS lists it cutting over meanwhile, so the machine lists it again and again and alerts it stuck"},
 
 	// Shard map store (model/store.go).
 	{Name: "store.cas.conflict", Base: 0.1, Where: "model.Store.CAS",

@@ -2,7 +2,9 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -275,4 +277,48 @@ func AnswerOf(in cutover.Input) (step string, err error) {
 		return in.Step, in.Err
 	}
 	return "", nil
+}
+
+// InvStuckAlert is the cutover's false-alarm invariant for the alert that its CUTOVER is
+// still running ("CUTOVER <id> on <instance> is still <state> after N listings"): the
+// listing the alert was raised on (an attempt of its step) is one the world answered, and
+// the world listed that task in that state, not ended (cutting over, stopping, unknown).
+// One raised otherwise
+// tells the operator every instance is held by a CUTOVER that ended, and is how a machine
+// that takes another listing's answer (an earlier poll's, late or duplicated) for this
+// one's shows.
+const InvStuckAlert = "cutover-stuck-alert"
+
+var stillRunning = regexp.MustCompile(`^CUTOVER (\d+) on \S+ is still (\S+) after \d+ listings`)
+
+// StuckAlert checks InvStuckAlert for an Alert the machine raised at t on step; listed is
+// what the world answered each SHOW TASKS attempt (step, step#2, ...) with. An alert of
+// another kind is not judged.
+func StuckAlert(t int64, step, reason string, listed map[string][]cutover.Task) *detsim.Violation {
+	m := stillRunning.FindStringSubmatch(reason)
+	if m == nil {
+		return nil
+	}
+	id, _ := strconv.ParseInt(m[1], 10, 64)
+	seen := "none"
+	for _, attempt := range slices.Sorted(maps.Keys(listed)) {
+		if failureBase(attempt) != failureBase(step) {
+			continue
+		}
+		seen = "without it"
+		for _, k := range listed[attempt] {
+			if k.ID != id {
+				continue
+			}
+			switch k.State {
+			case cutover.TaskCuttingOver, cutover.TaskStopping, cutover.TaskUnknown:
+				if k.State.String() == m[2] {
+					return nil
+				}
+			}
+			seen = "listing it " + k.State.String()
+		}
+	}
+	return &detsim.Violation{Invariant: InvStuckAlert, T: t,
+		Detail: fmt.Sprintf("Alert %s says CUTOVER %d is still %s, but the world's answers to that listing: %s", step, id, m[2], seen)}
 }

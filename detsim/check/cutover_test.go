@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loam.dev/router/detsim/check"
+	"loam.dev/router/machine/cutover"
 )
 
 // TestCutoverCheckers: each of the cutover's shared checkers names its invariant on the
@@ -54,4 +55,27 @@ func TestCutoverCheckers(t *testing.T) {
 	require.Contains(t, v.Detail, "Done lists j in Unresumed")
 	require.Equal(t, check.InvClaims, check.Claims(0, nil, []string{"j"}, nil,
 		map[string]check.Answered{"r": {Instance: "j", Kind: check.KindReload, OK: true}}).Invariant)
+}
+
+// TestStuckAlert: the alert that a CUTOVER is still running holds only against an answered
+// attempt of its listing that lists the task in the state it names, not ended.
+func TestStuckAlert(t *testing.T) {
+	reason := "CUTOVER 7 on pgdog-1 is still cutting_over after 20 listings: every instance is paused"
+	step := "app/4/cutover/pgdog-1/20"
+	running := []cutover.Task{{ID: 3, State: cutover.TaskFinished}, {ID: 7, State: cutover.TaskCuttingOver}}
+	require.Nil(t, check.StuckAlert(0, step, reason, map[string][]cutover.Task{step: running}))
+	require.Nil(t, check.StuckAlert(0, step, reason, map[string][]cutover.Task{step + "#2": running}), "its retry answered")
+	require.Nil(t, check.StuckAlert(0, step, "CUTOVER on pgdog-1 took effect but no reverse stream is listed", nil), "another alert")
+	for name, listed := range map[string]map[string][]cutover.Task{
+		"no answer":             {},
+		"an earlier poll's":     {"app/4/cutover/pgdog-1/19": running},
+		"finished":              {step: {{ID: 7, State: cutover.TaskFinished}}},
+		"replicating":           {step: {{ID: 7, State: cutover.TaskReplicating}}},
+		"not listed":            {step: {{ID: 3, State: cutover.TaskCuttingOver}}},
+		"stopping, not cutting": {step: {{ID: 7, State: cutover.TaskStopping}}},
+	} {
+		v := check.StuckAlert(5, step, reason, listed)
+		require.NotNil(t, v, name)
+		require.Equal(t, check.InvStuckAlert, v.Invariant, name)
+	}
 }

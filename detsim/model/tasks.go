@@ -314,6 +314,10 @@ func (r *Router) task(id int64) (*Task, error) {
 // otherwise.
 const drainTimeout = 30_000
 
+// cutoverStall is how long fault pgdog.cutover.stall keeps a CUTOVER's drain from ending:
+// past 20 listings at the scenarios' PollEvery (500 ms), under drainTimeout.
+const cutoverStall = 12_000
+
 // Cutover is CUTOVER <task>. On a copy_data task: hold every database of the instance
 // (maintenance), wait until the stream has carried everything, swap the two databases in
 // this instance's routing table, finish the task, start the reverse stream, and clear every
@@ -349,6 +353,10 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 		r.Crash()
 		return
 	}
+	var stallUntil int64
+	if r.s.Fault("pgdog.cutover.stall") {
+		stallUntil = r.s.Now() + cutoverStall
+	}
 	rollback := t.Kind == "replication"
 	if rollback {
 		t.Inner = "rolling back"
@@ -364,7 +372,7 @@ func (r *Router) Cutover(id int64, reply detsim.Reply) {
 		if !r.alive(t) {
 			return
 		}
-		if r.Lag(t) != 0 && !r.StaleLagSwap {
+		if (r.Lag(t) != 0 || r.s.Now() < stallUntil) && !r.StaleLagSwap {
 			if r.s.Now() >= deadline {
 				t.Inner = "replicating"
 				r.clearHolds()

@@ -222,14 +222,15 @@ type cutoverRun struct {
 	// answers is what the machine was answered for each PAUSE, RELOAD and RESUME step,
 	// for check.Claims.
 	answers           map[string]check.Answered
-	failures          *check.Failures // the failed answers the machine took, for check.Failures.Alert
+	failures          *check.Failures           // the failed answers the machine took, for check.Failures.Alert
+	listed            map[string][]cutover.Task // what the world answered each SHOW TASKS attempt with, for check.StuckAlert
 	cutAt, cutOnTime  int
 	cutCrashes, moved int
 	moves             int
 }
 
 func hostCutover(d *daemon) *cutoverRun {
-	c := &cutoverRun{d: d, failures: check.NewFailures()}
+	c := &cutoverRun{d: d, failures: check.NewFailures(), listed: map[string][]cutover.Task{}}
 	c.host = detsim.NewHost[cutover.Input, cutover.Command](d.ctl, cutover.New(), detsim.HostConfig[cutover.Input, cutover.Command]{
 		Name:       "cutover",
 		Exec:       c.exec,
@@ -408,6 +409,7 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 				in := cutover.TasksListed{Step: x.Step, Err: err}
 				if err == nil {
 					in.Tasks = v.([]cutover.Task)
+					c.listed[x.Step] = in.Tasks
 				}
 				back(in)
 			})
@@ -505,6 +507,12 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 		s.Probe("cutover.alert")
 		if c.stepViolation == nil {
 			c.stepViolation = c.failures.Alert(c.d.ctl.Now(), x.Step, x.Reason)
+		}
+		if c.stepViolation == nil {
+			c.stepViolation = check.StuckAlert(c.d.ctl.Now(), x.Step, x.Reason, c.listed)
+		}
+		if strings.HasPrefix(x.Reason, "CUTOVER ") && strings.Contains(x.Reason, " listings: ") {
+			s.Probe("cutover.alert.stuck") // judged by check.StuckAlert above
 		}
 	case cutover.Done:
 		if c.done == nil {

@@ -68,13 +68,18 @@ var CutoverDrain = detsim.Scenario{
 //     ctl.reply.late: a transport that delivers twice, a timed-out call's answer turning
 //     up), while a retry of the same step is in flight.
 //
+// Beside any window, fault pgdog.cutover.stall keeps a CUTOVER draining for 12 s: its call
+// times out, and the machine lists the task cutting over until its stuck alert, which
+// check.StuckAlert holds against the listing it was raised on (cutover-stuck-alert).
+//
 // A client writes through the instance the window is about (the missed one, the designated
 // one) in a closed loop until the cutover is done, so the window has traffic.
 var CutoverWindows = detsim.Scenario{
 	Name:   "cutover-windows",
-	Points: append(slices.Clone(cutoverPoints), "ctl.reply.late"),
+	Points: append(slices.Clone(cutoverPoints), "ctl.reply.late", "pgdog.cutover.stall"),
 	Probes: []string{"window.held.missed", "window.swapfail.rolled_back", "window.restart.check_blind",
-		"window.restart.routes_source", "fault:ctl.reply.late", "cutover.finalized", "cutover.rolled_back"},
+		"window.restart.routes_source", "fault:ctl.reply.late", "cutover.finalized", "cutover.rolled_back",
+		"fault:pgdog.cutover.stall", "cutover.alert.stuck"},
 	Mutants: Cutover.Mutants,
 	World: func(s *detsim.Sim, mutant string) *detsim.Violation {
 		return cutoverWorldWith(s, mutant, windowOf(s))

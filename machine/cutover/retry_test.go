@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loam.dev/router/detsim/check"
 	"loam.dev/router/machine"
 	"loam.dev/router/machine/cutover"
 )
@@ -216,14 +217,18 @@ func TestWaitsLastTheirOptions(t *testing.T) {
 // TestStuckCutoverAlertsEveryStuckPolls: a CUTOVER whose answer failed and whose task stays
 // cutting over is listed again and again; the 20th listing raises one Alert that counts
 // them, and the 40th another (every instance is held meanwhile), until the task finishes.
+// Each is what the listing it was raised on said (check.StuckAlert, the simulator's
+// cutover-stuck-alert), and the same alert held against a listing that said finished is
+// a false alarm.
 func TestStuckCutoverAlertsEveryStuckPolls(t *testing.T) {
 	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 10}
 	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2"}, Role: "app", Publication: "app_pub", Options: opts}
 	failed, listings := false, 0
-	var stuck []string
+	var stuck []cutover.Alert
+	listed := map[string][]cutover.Task{}
 	done := drive(t, nil, plan, func(c cutover.Command) {
 		if a, ok := c.(cutover.Alert); ok && strings.Contains(a.Reason, "is still") {
-			stuck = append(stuck, a.Reason)
+			stuck = append(stuck, a)
 		}
 	}, func(c cutover.Command) cutover.Input {
 		switch c := c.(type) {
@@ -233,15 +238,22 @@ func TestStuckCutoverAlertsEveryStuckPolls(t *testing.T) {
 		case cutover.ListTasks:
 			if failed && listings < 45 {
 				listings++
-				return cutover.TasksListed{Step: c.Step, Tasks: []cutover.Task{{ID: 7, State: cutover.TaskCuttingOver}}}
+				listed[c.Step] = []cutover.Task{{ID: 7, State: cutover.TaskCuttingOver}}
+				return cutover.TasksListed{Step: c.Step, Tasks: listed[c.Step]}
 			}
 		}
 		return nil
 	})
 	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
-	require.Len(t, stuck, 2, "%q", stuck)
-	require.Contains(t, stuck[0], "after 20 listings")
-	require.Contains(t, stuck[1], "after 40 listings")
+	require.Len(t, stuck, 2, "%v", stuck)
+	require.Contains(t, stuck[0].Reason, "after 20 listings")
+	require.Contains(t, stuck[1].Reason, "after 40 listings")
+	for _, a := range stuck {
+		require.Nil(t, check.StuckAlert(0, a.Step, a.Reason, listed))
+		v := check.StuckAlert(0, a.Step, a.Reason, map[string][]cutover.Task{a.Step: {{ID: 7, State: cutover.TaskFinished}}})
+		require.NotNil(t, v, "the alert's wording is the one the checker reads")
+		require.Equal(t, check.InvStuckAlert, v.Invariant)
+	}
 }
 
 // TestLateCopyAfterTheUndoIsAlerted: every COPY_DATA try fails, so the cutover gives up
