@@ -322,3 +322,24 @@ func StuckAlert(t int64, step, reason string, listed map[string][]cutover.Task) 
 	return &detsim.Violation{Invariant: InvStuckAlert, T: t,
 		Detail: fmt.Sprintf("Alert %s says CUTOVER %d is still %s, but the world's answers to that listing: %s", step, id, m[2], seen)}
 }
+
+// fenceKept is the alert the cutover raises instead of opening the old shards when some
+// instances never reloaded the new generation (machine/cutover's unfence stage: "fence
+// kept on the old shards: (a,b) never reloaded generation G; ...").
+var fenceKept = regexp.MustCompile(`^fence kept on the old shards: \(([^)]*)\) never reloaded generation \d+`)
+
+// FenceKeptAlert checks InvClaims for that alert when the machine raises it at t: the
+// instances it names are ones a RELOAD did not answer OK, as for Done's Lagging (the fence
+// stays on because of them, and the operator is sent to reload them). An alert of another
+// kind is not judged.
+func FenceKeptAlert(t int64, reason string, answers map[string]Answered) *detsim.Violation {
+	m := fenceKept.FindStringSubmatch(reason)
+	if m == nil {
+		return nil
+	}
+	v := Claims(t, nil, strings.Split(m[1], ","), nil, answers)
+	if v != nil {
+		v.Detail = "the fence-kept alert, like " + v.Detail
+	}
+	return v
+}

@@ -79,3 +79,25 @@ func TestStuckAlert(t *testing.T) {
 		require.Equal(t, check.InvStuckAlert, v.Invariant, name)
 	}
 }
+
+// TestFenceKeptAlert: the fence-kept alert may name only instances a RELOAD did not answer
+// OK; another alert is not judged.
+func TestFenceKeptAlert(t *testing.T) {
+	answers := map[string]check.Answered{
+		"app/4/reload/a": {Instance: "a", Kind: check.KindReload, OK: false},
+		"app/4/reload/b": {Instance: "b", Kind: check.KindReload, OK: true},
+		"app/4/pause/c":  {Instance: "c", Kind: check.KindPause, OK: true},
+	}
+	kept := func(names string) string {
+		return "fence kept on the old shards: (" + names + ") never reloaded generation 5; unfence by hand once they route by it"
+	}
+	require.Nil(t, check.FenceKeptAlert(0, kept("a"), answers))
+	require.Nil(t, check.FenceKeptAlert(0, kept("a,c"), answers), "c was sent no RELOAD: not judged")
+	require.Nil(t, check.FenceKeptAlert(0, "STOP_TASK failed: (b)", answers))
+	for _, names := range []string{"b", "a,b", "b,a"} {
+		v := check.FenceKeptAlert(7, kept(names), answers)
+		require.NotNil(t, v, names)
+		require.Equal(t, check.InvClaims, v.Invariant)
+		require.Contains(t, v.Detail, "lists b in Lagging")
+	}
+}

@@ -511,6 +511,9 @@ func (c *cutoverRun) exec(cmd cutover.Command) {
 		if c.stepViolation == nil {
 			c.stepViolation = check.StuckAlert(c.d.ctl.Now(), x.Step, x.Reason, c.listed)
 		}
+		if c.stepViolation == nil {
+			c.stepViolation = check.FenceKeptAlert(c.d.ctl.Now(), x.Reason, c.answers)
+		}
 		if strings.HasPrefix(x.Reason, "CUTOVER ") && strings.Contains(x.Reason, " listings: ") {
 			s.Probe("cutover.alert.stuck") // judged by check.StuckAlert above
 		}

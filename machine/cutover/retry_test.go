@@ -409,3 +409,44 @@ func TestGraceWaitedOutAgainAfterRestart(t *testing.T) {
 		require.GreaterOrEqual(t, unfenced-restarted, opts.Grace, "jump %d: the old shards opened %d ms after the restart", jump, unfenced-restarted)
 	}
 }
+
+// TestFenceKeptAlertNamesWhoNeverReloaded: an instance whose every RELOAD fails keeps the
+// old shards fenced, and the alert that says so names it, and only it: check.FenceKeptAlert
+// (the simulator's and the world test's cutover-claims for this alert) accepts it against
+// the answers the instances gave, and finds it false had that instance's RELOAD been
+// answered OK.
+func TestFenceKeptAlertNamesWhoNeverReloaded(t *testing.T) {
+	opts := cutover.Options{PollEvery: 10, RetryAfter: 50, Attempts: 2, Grace: 10, FinalizeAfter: 10}
+	plan := cutover.Plan{Designated: "pgdog-1", Instances: []string{"pgdog-1", "pgdog-2", "pgdog-3"}, Role: "app", Publication: "app_pub", Options: opts}
+	answers := map[string]check.Answered{}
+	var kept []string
+	done := drive(t, nil, plan, func(c cutover.Command) {
+		if a, ok := c.(cutover.Alert); ok && strings.HasPrefix(a.Reason, "fence kept") {
+			kept = append(kept, a.Reason)
+		}
+	}, func(c cutover.Command) cutover.Input {
+		if r, ok := c.(cutover.Reload); ok {
+			var err error
+			if r.Instance == "pgdog-3" {
+				err = errors.New("connection refused")
+			}
+			base, _, _ := strings.Cut(r.Step, "#")
+			answers[base] = check.Answered{Instance: r.Instance, Kind: check.KindReload, OK: answers[base].OK || err == nil}
+			return cutover.Reply{Step: r.Step, Err: err}
+		}
+		return nil
+	})
+	require.Equal(t, cutover.Finalized, done.Outcome, done.Reason)
+	require.Equal(t, []string{"pgdog-3"}, done.Lagging)
+	require.Len(t, kept, 1)
+	require.Contains(t, kept[0], "(pgdog-3)")
+	require.Nil(t, check.FenceKeptAlert(0, kept[0], answers))
+	for step, a := range answers {
+		if a.Instance == "pgdog-3" {
+			answers[step] = check.Answered{Instance: a.Instance, Kind: a.Kind, OK: true}
+		}
+	}
+	v := check.FenceKeptAlert(0, kept[0], answers)
+	require.NotNil(t, v, "the alert's wording is the one the checker reads")
+	require.Equal(t, check.InvClaims, v.Invariant)
+}

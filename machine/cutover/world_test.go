@@ -384,6 +384,7 @@ func (w *world) send(c cutover.Command) {
 // alert notes what the machine said it could not do.
 func (w *world) alert(a cutover.Alert) {
 	w.alerts++
+	w.report(check.FenceKeptAlert(0, a.Reason, w.answers))
 	if strings.Contains(a.Step, "/check/") && strings.Contains(a.Reason, "failed") {
 		w.checkFailed = true
 	}
