@@ -8,9 +8,9 @@
 // transactions that survive restarts).
 //
 // What is simplified, and may differ from the real systems: replication slots are kept per
-// instance (a COPY_DATA naming a slot an active task of the instance streams through is
-// refused with 42710, as creating the slot again would be; a slot left on the source by an
-// instance that crashed is not modelled); logical replication is exactly-once and carries
+// instance, in its tasks (a COPY_DATA naming a slot starts a task as PgDog's does, reusing
+// the slot, and one task streams through a slot at a time; a slot left on the source by an
+// instance that crashed is not modelled, nor a reused slot's position); logical replication is exactly-once and carries
 // only client writes (origin filtering); the routers' files are a small line format, not
 // pgdog.toml; roles have no members.
 //

@@ -3,6 +3,7 @@ package model_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -461,4 +462,49 @@ func TestFilesProjectionDelay(t *testing.T) {
 	f.ProjectionDelay = 0
 	g, _ = f.ReadAs("pgdog-0")
 	require.Equal(t, uint64(2), g)
+}
+
+// TestRetriedCopyDataStartsASecondTask: PgDog runs a task per COPY_DATA and reuses a slot
+// that exists, so a retry whose first try is running starts a second task. Exactly one of
+// the two streams; the other fails at its copy when the keys are there (23505) or, with
+// nothing to copy, at its stream, since the slot is in use (55006). Either way the
+// destination holds each write once.
+func TestRetriedCopyDataStartsASecondTask(t *testing.T) {
+	for _, keys := range [][]string{{"a", "b", "c", "d"}, nil} {
+		w := newWorld(t)
+		d1, d2 := w.dir["shard-1"], w.dir["shard-2"]
+		for i, k := range keys {
+			w.query(w.r0, appendOp(k, int64(i)))
+		}
+		w.settle()
+		dst := model.ReshardName("app", 1)
+		first, err := w.r0.CopyData("app", dst, "slot_app_1")
+		require.NoError(t, err)
+		retry, err := w.r0.CopyData("app", dst, "slot_app_1")
+		require.NoError(t, err, "the slot exists: PgDog reuses it")
+		require.NotEqual(t, first, retry, "a task per COPY_DATA")
+		w.settle()
+		var streaming, failed []string
+		for _, tk := range w.r0.Tasks() {
+			switch {
+			case tk.Inner == "replicating":
+				streaming = append(streaming, tk.Status)
+			case strings.HasPrefix(tk.Status, "failed"):
+				failed = append(failed, tk.Status)
+			}
+		}
+		require.Len(t, streaming, 1, "keys %v: one task streams", keys)
+		require.Len(t, failed, 1, "keys %v", keys)
+		want := "55006"
+		if len(keys) > 0 {
+			want = "23505"
+		}
+		require.Contains(t, failed[0], want, "keys %v", keys)
+		w.query(w.r1, appendOp("e", 99))
+		w.settle()
+		for _, k := range append(keys, "e") {
+			dst := []*model.Backend{d1, d2}[model.Route(k, 2)]
+			require.Equal(t, w.dir["shard-0"].Row(k), dst.Row(k), "keys %v: key %s on the destination once", keys, k)
+		}
+	}
 }

@@ -67,22 +67,15 @@ func (t *Task) active() bool { return t.Status == "running" }
 // Tasks returns the instance's tasks (nil after a crash).
 func (r *Router) Tasks() []*Task { return r.tasks }
 
-// CopyData is COPY_DATA <db> <dst> <publication> <slot>: it starts the copy task and
-// returns its id.
+// CopyData is COPY_DATA <db> <dst> <publication> <slot>: it starts a copy task and returns
+// its id, every time (pgdog admin/copy_data.rs runs a task per command): a retry whose first
+// try is running starts a second task, which fails at its copy (23505, the keys are there)
+// or at its stream (55006, the slot is in use).
 func (r *Router) CopyData(db, dst, slot string) (int64, error) {
 	src, dest := r.routes[db], r.routes[dst]
 	if len(src) == 0 || len(dest) == 0 {
 		return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "58000",
 			Err: fmt.Errorf("%w: database %q or %q is not configured", ErrTask, db, dst)}
-	}
-	for _, t := range r.tasks {
-		if t.Slot == slot && t.active() {
-			// Creating the replication slot again fails in Postgres (42710). The model keeps
-			// slots per instance: whether PgDog reuses a slot that survived an instance
-			// restart on the source is not modelled (see the package doc).
-			return 0, &adapters.RouterError{Instance: r.ID, Op: "CopyData", Code: "42710",
-				Err: fmt.Errorf("%w: replication slot %q already exists (task %d streams through it)", ErrTask, slot, t.ID)}
-		}
 	}
 	r.nextTask++
 	t := &Task{ID: r.nextTask, Kind: "copy_data", Status: "running", Inner: "syncing data", DB: db, Dst: dst, Slot: slot,
@@ -151,6 +144,17 @@ func (r *Router) copy(t *Task) {
 					return
 				}
 			}
+		}
+	}
+	// Every COPY_DATA starts a task of its own, and its slots (<slot>_<shard>) are created,
+	// or reused when they exist (42710: "using existing replication slot",
+	// publisher/slot.rs). A slot another task streams from is active, and Postgres lets one
+	// reader stream from a slot at a time (55006).
+	for _, o := range r.tasks {
+		if o != t && o.Slot == t.Slot && r.alive(o) && o.cursor != nil {
+			t.Status = fmt.Sprintf("failed: replication slot %q is active for task %d (55006)", t.Slot, o.ID)
+			r.s.Probe("model.copy.slot_active")
+			return
 		}
 	}
 	for _, ps := range parts {
