@@ -103,7 +103,7 @@ run_one() {
   [ -n "$expect" ] && what="$what $expect"
   case $kind in
   check) what="$what ($samples samples x $steps steps)" ;;
-  mutant | witness) what="$what (violated after ~${n:-?} samples)" ;;
+  mutant | witness) if [ "$verdict" = ok ]; then what="$what (violated after ~${n:-?} samples)"; fi ;;
   esac
   if [ "$verdict" = ok ]; then
     echo "ok   ${secs}s $what"
