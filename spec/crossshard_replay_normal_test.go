@@ -19,7 +19,9 @@ import (
 // roster. After each step the monitor must have emitted the model's actions, its alert
 // (none, orphan: the coordinator gone or restarted, or stuck) must be the model's, and no
 // branch may have changed but as the model's coordinator changed it. SPEC_REPLAY_RUNS
-// (default 30) sets how many runs. The monitor built with -tags
+// (default 150: at 30 no run had one branch prepared before a coordinator restart and
+// another, stuck, after it, whose alert the monitor called stuck and the model orphan,
+// machine/indoubt's TestAlertTakesTheOrphanReasonOfAnyBranch) sets how many runs. The monitor built with -tags
 // loam_mutant_indoubt_commit (it commits an orphan's branches) must fail the same runs:
 // TestModelReplayCrossShardCommitMutant, crossshard_replay_mutant_test.go.
 func TestModelReplayCrossShardCommit(t *testing.T) {

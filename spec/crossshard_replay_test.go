@@ -219,5 +219,5 @@ func replayCrossShard(run modelRun[csState]) (err error) {
 
 // crossShardRuns are the runs both builds replay.
 func crossShardRuns(t *testing.T) []modelRun[csState] {
-	return modelRuns[csState](t, "CrossShardCommit.qnt", "CrossShardCommitMC", replayRuns(t, 30), 40)
+	return modelRuns[csState](t, "CrossShardCommit.qnt", "CrossShardCommitMC", replayRuns(t, 150), 40)
 }

@@ -259,6 +259,10 @@ func (m *Monitor) closeRound(ctx *machine.Ctx) {
 
 // --- Alerts -------------------------------------------------------------------------------
 
+// orphaned reports whether reason says the coordinator that prepared the branch is gone or
+// restarted since: no process will finish it.
+func orphaned(reason Reason) bool { return reason == ReasonGone || reason == ReasonRestarted }
+
 // evaluate decides the alerts from the last known state of every shard and the roster, and
 // issues Alert for each new or changed one and ClearAlert for each that went away.
 func (m *Monitor) evaluate(ctx *machine.Ctx) {
@@ -270,6 +274,10 @@ func (m *Monitor) evaluate(ctx *machine.Ctx) {
 			proto.ID = id
 			a = &proto
 			want[id] = a
+		} else if orphaned(proto.Reason) && !orphaned(a.Reason) {
+			// One branch its coordinator will not finish makes the alert an orphan's,
+			// whichever branch was read first: stuck says the coordinator runs.
+			a.Reason = proto.Reason
 		}
 		for i := range a.Txns {
 			if a.Txns[i].Name == txn {

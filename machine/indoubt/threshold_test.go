@@ -74,3 +74,24 @@ func TestStuckAlertedWithoutARoster(t *testing.T) {
 		"coordinator/old":  indoubt.ReasonStuck,
 	}, got, "alerts raised at t=%d without a roster: %v", f.now, slices.Sorted(maps.Keys(got)))
 }
+
+// TestAlertTakesTheOrphanReasonOfAnyBranch: a transaction's branches are judged one by
+// one, and its coordinator's alert says restarted when any branch was prepared before the
+// coordinator restarted, even if another branch, prepared by the new process, is merely
+// stuck: PgDog's new process will not finish the first, so the operator must. The reason
+// does not depend on which branch is read first. Found by the CrossShardCommit
+// model's replay at 150 runs (spec/crossshard_replay_test.go, run 136): the monitor said
+// stuck, the model orphan.
+func TestAlertTakesTheOrphanReasonOfAnyBranch(t *testing.T) {
+	const now = 1_000_000
+	opts := indoubt.Options{Period: time.Second, Threshold: 5 * time.Second} // StuckAfter 10 s
+	th := opts.Threshold.Milliseconds()
+	for _, shards := range [][2]string{{"0", "1"}, {"1", "0"}} {
+		before := indoubt.Xact{GID: indoubt.GIDPrefix + "c_1_" + shards[0], Prepared: now - 4*th}  // before the restart
+		after := indoubt.Xact{GID: indoubt.GIDPrefix + "c_1_" + shards[1], Prepared: now - 5*th/2} // by the new process, past StuckAfter
+		procs := []indoubt.Process{{ID: "c", Started: now - 3*th}}
+		f := newFixture(opts, now)
+		f.round([]indoubt.Xact{before, after}, procs, false)
+		require.Equal(t, map[string]indoubt.Reason{"coordinator/c": indoubt.ReasonRestarted}, f.reasons(), "the older branch is %s", before.GID)
+	}
+}
