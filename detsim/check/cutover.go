@@ -126,11 +126,11 @@ type Answered struct {
 
 // Claims checks InvClaims on a Done's lists against the answers, by step id without its
 // attempt. An instance with no command of the kind is not judged.
-func Claims(t int64, missed, lagging, unresumed []string, answers map[string]Answered) *detsim.Violation {
+func Claims(t int64, d cutover.Done, answers map[string]Answered) *detsim.Violation {
 	for _, l := range []struct {
 		kind, list string
 		names      []string
-	}{{KindPause, "Missed", missed}, {KindReload, "Lagging", lagging}, {KindResume, "Unresumed", unresumed}} {
+	}{{KindPause, "Missed", d.Missed}, {KindReload, "Lagging", d.Lagging}, {KindResume, "Unresumed", d.Unresumed}} {
 		for _, i := range l.names {
 			sent, ok := 0, 0
 			for _, a := range answers {
@@ -168,15 +168,16 @@ type FenceState struct {
 	Fenced, Ever bool
 }
 
-// FencesAtDone checks InvFencesAtDone for a Done with outcome (lagging: Done.Lagging is
-// not empty) against the source and destination shards' fences at time t.
-func FencesAtDone(t int64, outcome cutover.Outcome, lagging bool, src, dst []FenceState) *detsim.Violation {
+// FencesAtDone checks InvFencesAtDone for a Done against the source and destination
+// shards' fences at time t.
+func FencesAtDone(t int64, d cutover.Done, src, dst []FenceState) *detsim.Violation {
+	outcome := d.Outcome
 	bad := func(f FenceState, want bool, why string) *detsim.Violation {
 		return &detsim.Violation{Invariant: InvFencesAtDone, T: t,
 			Detail: fmt.Sprintf("%v: shard %s fenced=%v, want %v (%s)", outcome, f.Shard, f.Fenced, want, why)}
 	}
 	srcOpen := outcome == cutover.RolledBack || outcome == cutover.Reversed || outcome == cutover.Aborted ||
-		outcome == cutover.Finalized && !lagging
+		outcome == cutover.Finalized && len(d.Lagging) == 0
 	for _, f := range src {
 		if srcOpen && f.Fenced {
 			return bad(f, false, "traffic is on the source layout, or nothing is left to fence it for")
@@ -337,7 +338,7 @@ func FenceKeptAlert(t int64, reason string, answers map[string]Answered) *detsim
 	if m == nil {
 		return nil
 	}
-	v := Claims(t, nil, strings.Split(m[1], ","), nil, answers)
+	v := Claims(t, cutover.Done{Lagging: strings.Split(m[1], ",")}, answers)
 	if v != nil {
 		v.Detail = "the fence-kept alert, like " + v.Detail
 	}

@@ -46,14 +46,14 @@ func TestCutoverCheckers(t *testing.T) {
 		"app/4/pause/j":           {Instance: "j", Kind: check.KindPause, OK: false},
 	}
 	// i failed one RESUME step: naming it is right. j failed its PAUSE, not its RESUME.
-	require.Nil(t, check.Claims(0, []string{"j"}, nil, []string{"i"}, answers))
+	require.Nil(t, check.Claims(0, cutover.Done{Missed: []string{"j"}, Unresumed: []string{"i"}}, answers))
 	// k was sent nothing of the kind: not judged.
-	require.Nil(t, check.Claims(0, []string{"k"}, []string{"k"}, []string{"k"}, answers))
-	v = check.Claims(0, nil, nil, []string{"i", "j"}, answers)
+	require.Nil(t, check.Claims(0, cutover.Done{Missed: []string{"k"}, Lagging: []string{"k"}, Unresumed: []string{"k"}}, answers))
+	v = check.Claims(0, cutover.Done{Unresumed: []string{"i", "j"}}, answers)
 	require.NotNil(t, v)
 	require.Equal(t, check.InvClaims, v.Invariant)
 	require.Contains(t, v.Detail, "Done lists j in Unresumed")
-	require.Equal(t, check.InvClaims, check.Claims(0, nil, []string{"j"}, nil,
+	require.Equal(t, check.InvClaims, check.Claims(0, cutover.Done{Lagging: []string{"j"}},
 		map[string]check.Answered{"r": {Instance: "j", Kind: check.KindReload, OK: true}}).Invariant)
 }
 

@@ -745,10 +745,10 @@ func (c *cutoverRun) check(start *shardmap.Record, src, dst []shardmap.Backend) 
 		return c.stepViolation
 	}
 	if c.done != nil {
-		if v := check.Claims(s.Now(), c.done.Missed, c.done.Lagging, c.done.Unresumed, c.answers); v != nil {
+		if v := check.Claims(s.Now(), *c.done, c.answers); v != nil {
 			return v
 		}
-		if v := check.FencesAtDone(s.Now(), c.done.Outcome, len(c.done.Lagging) > 0, fences(f, src), fences(f, dst)); v != nil {
+		if v := check.FencesAtDone(s.Now(), *c.done, fences(f, src), fences(f, dst)); v != nil {
 			return v
 		}
 	}

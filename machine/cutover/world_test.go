@@ -722,7 +722,7 @@ func (w *world) answered(c cutover.Command, fail error) {
 
 // checkEnd checks the world against the outcome the machine reported.
 func (w *world) checkEnd(d cutover.Done) {
-	w.report(check.Claims(0, d.Missed, d.Lagging, d.Unresumed, w.answers))
+	w.report(check.Claims(0, d, w.answers))
 	if d.Outcome == cutover.Finalized || d.Outcome == cutover.RolledBack || d.Outcome == cutover.Reversed {
 		for _, i := range w.instances {
 			if w.paused[i] && !slices.Contains(d.Unresumed, i) {
@@ -760,7 +760,7 @@ func (w *world) checkEnd(d cutover.Done) {
 			}
 		}
 	}
-	if v := check.FencesAtDone(w.now(), d.Outcome, len(d.Lagging) > 0, w.fences(w.src), w.fences(w.dst)); v != nil {
+	if v := check.FencesAtDone(w.now(), d, w.fences(w.src), w.fences(w.dst)); v != nil {
 		w.violate("%s: %s", v.Invariant, v.Detail)
 	}
 	switch d.Outcome {
