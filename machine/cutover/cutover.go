@@ -579,13 +579,19 @@ func (m *Machine) succeed(ctx *machine.Ctx, i int, extra ...machine.Field) {
 // have no alternative, a rollback must put the designated instance back on the files'
 // routing and release what it fenced before it resumes (the fence and the holds keep
 // every write safe meanwhile), and a begin that failed may have landed (giving up would
-// strand the record cutting_over).
+// strand the record cutting_over). Finalize's STOP_TASK of the reverse stream is what
+// keeps a rolled-back reverse's CUTOVER, still on its way, from being taken once the old
+// shards open (PgDog refuses a CUTOVER of a stopped task, not of a
+// running one): taken then, it swaps d onto them while the others write to the new ones.
+// A reverse's own STOP_TASK gives up: its stream runs from the old shards to the new
+// ones, which stay fenced, and no CUTOVER of it is ever sent.
 func (m *Machine) persistent() bool {
 	switch m.s.Stage {
 	case stResolve:
 		return !m.s.CutoverOK
 	case stBegin, stPublish, stFiles, stOpen, stStop, stUnfence, stFinish, stUndoReload, stUndoUnfence, stUndoRecord:
-		return !(m.s.Stage == stStop && m.s.Reverse) && !(m.s.Stage == stUndoUnfence && m.s.Plan.Options.Mutants.UndoUnfenceGivesUp)
+		mu := m.s.Plan.Options.Mutants
+		return !(m.s.Stage == stStop && (m.s.Reverse || mu.StopGivesUp)) && !(m.s.Stage == stUndoUnfence && mu.UndoUnfenceGivesUp)
 	}
 	return false
 }

@@ -32,7 +32,9 @@
 //  6. Resume <db> on every instance, then check d: list its tasks; if the reverse stream is
 //     gone, d restarted since its CUTOVER (a restart loses every task) and may route by the
 //     files of g, so RELOAD it onto those of g+1 before serving.
-//  7. Finalize (STOP_TASK the reverse stream, RELOAD d onto the files of g+1, wait Grace,
+//  7. Finalize (STOP_TASK the reverse stream, retried until it succeeds: PgDog takes the
+//     CUTOVER of a running stream, and a rolled-back reverse's may still be on its way; then
+//     RELOAD d onto the files of g+1, wait Grace,
 //     clear the fence on the source, store g+2 without the reshard destination) or Reverse (steps 2–6 the other way:
 //     pause, fence both layouts (the source is fenced already), drain the reverse stream on
 //     the new shards and CUTOVER it, publish g+2 = the old layout, open the old shards, write the files, reload

@@ -189,6 +189,7 @@ var scriptMutants = map[string]func(*cutover.Mutants){
 	"silent-lost-copy":             func(m *cutover.Mutants) { m.SilentLostCopy = true },
 	"skip-drain":                   func(m *cutover.Mutants) { m.SkipDrain = true },
 	"adopt-any-task":               func(m *cutover.Mutants) { m.AdoptAnyTask = true },
+	"stop-gives-up":                func(m *cutover.Mutants) { m.StopGivesUp = true },
 }
 
 func (h *harness) start(t *testing.T, d *datadriven.TestData) {
@@ -448,4 +449,18 @@ func glob(pattern, s string) bool {
 		s = s[j+len(p):]
 	}
 	return true
+}
+
+// runScript runs directives through a fresh harness as a script would (each line a command
+// and its arguments, no input), for tests that assert on the world rather than on the
+// output. Without a mutant a violation fails t, as in a script.
+func runScript(t *testing.T, lines ...string) *harness {
+	t.Helper()
+	h := &harness{}
+	for i, l := range lines {
+		cmd, args, err := datadriven.ParseLine(l)
+		require.NoError(t, err, l)
+		h.Handle(t, &datadriven.TestData{Pos: "line " + strconv.Itoa(i+1), Cmd: cmd, CmdArgs: args})
+	}
+	return h
 }

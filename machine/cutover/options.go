@@ -225,6 +225,13 @@ type Mutants struct {
 	// another database's copy started at the CUTOVER: TestStreamIsTheCutoversOwn,
 	// TestMutantsTripInvariants).
 	StreamOfAnyDatabase bool
+	// StopGivesUp gives up finalize's STOP_TASK of the reverse stream after Attempts, as
+	// a reverse's does, and finalizes all the same: a CUTOVER of a reverse rolled back
+	// earlier, landing on the stream left running once the old shards are open, swaps d
+	// onto them while the other instances write to the new ones. Trips "split brain"
+	// (TestFinalizeStopsTheStreamBeforeTheOldShardsOpen; testdata/interaction/late_reverse.txt)
+	// and, in the simulator's cutover-late-reverse, converges.
+	StopGivesUp bool
 }
 
 func (o Options) withDefaults() Options {

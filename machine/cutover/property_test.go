@@ -277,6 +277,12 @@ func run(c chooser, cfg runConfig) runResult {
 	if res.done == nil {
 		res.violations = append(res.violations, "no Done after the world turned reliable")
 	}
+	// The CUTOVERs still travelling arrive after Done: the fences Done leaves must make
+	// them harmless too (a reverse's, landing on a stream finalize failed to stop, swaps d
+	// back onto the old shards).
+	for _, c := range lateCuts {
+		w.landLate(c.(cutover.Cutover))
+	}
 	res.violations = append(res.violations, w.violations...)
 	return res
 }

@@ -3,6 +3,7 @@ package cutover_test
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -245,6 +246,36 @@ func TestCatchUpAtTheThreshold(t *testing.T) {
 			require.Equal(t, int64(1000), last, "4000, 2000, 1000: caught up at exactly the threshold: %v", lags)
 		case 0:
 			require.Equal(t, []int64{-1, 0}, lags[:pausedAfter], "caught up at the first poll that shows a lag of 0")
+		}
+	}
+}
+
+// TestFinalizeStopsTheStreamBeforeTheOldShardsOpen is the necessity world of finalize's
+// STOP_TASK retried until it succeeds (persistent, issue 20 item 1): a reverse rolled back
+// after its CUTOVER timed out, that CUTOVER still on its way, then a finalize whose
+// STOP_TASK of the reverse stream keeps failing. The CUTOVER lands on the running stream,
+// swapping d onto the old shards: while finalize still retries, they are fenced; with
+// StopGivesUp finalize goes on, opens them, and the landing after Done is split brain.
+// (testdata/interaction/late_reverse.txt holds the same world as a script.)
+func TestFinalizeStopsTheStreamBeforeTheOldShardsOpen(t *testing.T) {
+	for _, mu := range []string{"", "stop-gives-up"} {
+		start, stop := "start", "stabilize fail=*/stop/* rounds=6"
+		if mu != "" {
+			start, stop = "start mutant="+mu, "stabilize fail=*/stop/*"
+		}
+		h := runScript(t, start, "stabilize", "reverse", "stabilize hold=*/reverse1/cutover/*",
+			"deliver fail=*/reverse1/cutover/* err=timeout lands-late=*/reverse1/cutover/*", "deliver",
+			"deliver fail=*/reverse1/cutover/* err=unreachable", "stabilize", "finalize", stop,
+			"land match=*/reverse1/cutover/pgdog-1", "stabilize")
+		done, ok := h.m.Done()
+		require.True(t, ok, mu)
+		require.Equal(t, cutover.Finalized, done, mu)
+		require.True(t, h.w.rcut, "%s: the late CUTOVER took", mu)
+		split := slices.ContainsFunc(h.seen, func(v string) bool { return strings.Contains(v, "split brain") })
+		if mu == "" {
+			require.Empty(t, h.seen)
+		} else {
+			require.True(t, split, "%s: no split brain; seen %q", mu, h.seen)
 		}
 	}
 }
