@@ -27,7 +27,7 @@
 //   - vreshard: machine/vreshard resharding a Vitess keyspace through a vtctld model, with
 //     controller restarts: no step twice, writes only after a clean VDiff, the record
 //     mirrors the PRIMARY partition, completion (vreshard.go).
-//   - cutover-drain, cutover-windows, cutover-undo: the cutover's world with a window open
+//   - cutover-drain, cutover-windows, cutover-undo, cutover-late-reverse: the cutover's world with a window open
 //     every run in which one of its protections is what keeps an invariant
 //     (cutover_worlds.go).
 //   - cutover-crash (not in All): the cutover's second tiny configuration, for exhaustive
@@ -49,7 +49,7 @@ import "loam.dev/router/detsim"
 // All lists every scenario.
 func All() []detsim.Scenario {
 	return []detsim.Scenario{Traffic, Bank, Push, PushKubernetes, Cutover, Fencing, Failover,
-		VReshard, Causal, CutoverDrain, CutoverWindows, CutoverUndo}
+		VReshard, Causal, CutoverDrain, CutoverWindows, CutoverUndo, CutoverLateReverse}
 }
 
 // KnownIssues lists the scenarios that reproduce a known issue (they fail by design;

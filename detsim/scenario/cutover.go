@@ -55,7 +55,8 @@ var Cutover = detsim.Scenario{
 		MutantRetryReusesStep, MutantSkipDesignatedReload, MutantOpenDestinationOnRollback, MutantSkipFinalReload,
 		MutantSkipCheck, MutantNoGrace, MutantNoLagThreshold, MutantCatchUpWhileSyncing, MutantAnyNewerStreamTakes,
 		MutantNoCatchUpDeadline, MutantUndoUnfenceGivesUp, MutantReverseWithoutStream, MutantGraceFromSnapshot,
-		MutantResolveRenumbers, MutantStaleReverseTrusted, MutantSkipDrain, MutantAdoptAnyTask, MutantUnresumedOnRetry},
+		MutantResolveRenumbers, MutantStaleReverseTrusted, MutantSkipDrain, MutantAdoptAnyTask, MutantUnresumedOnRetry,
+		MutantStopGivesUp},
 	World:       cutoverWorld,
 	Tiny:        cutoverTiny,
 	TinyPoints:  []string{"pgdog.cutover.crash", "backend.restart", "store.cas.conflict"},
@@ -151,6 +152,9 @@ const (
 	// MutantAdoptAnyTask adopts, after a restart with COPY_DATA in flight, the newest active
 	// task on d, whichever database's (cutover.Mutants.AdoptAnyTask).
 	MutantAdoptAnyTask = "cutover-adopt-any-task"
+	// MutantStopGivesUp gives up finalize's STOP_TASK of the reverse stream after Attempts
+	// and opens the old shards all the same (cutover.Mutants.StopGivesUp).
+	MutantStopGivesUp = "cutover-stop-gives-up"
 )
 
 func cutoverMutants(mutant string) cutover.Mutants {
@@ -177,6 +181,7 @@ func cutoverMutants(mutant string) cutover.Mutants {
 		SkipDrain:                 mutant == MutantSkipDrain,
 		AdoptAnyTask:              mutant == MutantAdoptAnyTask,
 		UnresumedOnRetry:          mutant == MutantUnresumedOnRetry,
+		StopGivesUp:               mutant == MutantStopGivesUp,
 	}
 }
 
@@ -596,6 +601,9 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 	}
 	mutantOptions()
 	decision := s.Param("decision", s.Intn(3)) // 0: the machine finalizes on its own; 1: the operator finalizes; 2: the operator reverses
+	if w != nil && w.reverseThenFinalize {
+		decision = 2
+	}
 	// Fault pgdog.held (see holdStatements): the machine finalizing on its own does so as
 	// soon as every instance has resumed, as in cutover-windows' window held, so the source
 	// may open while a statement the missed instance sent before its RELOAD travels.
@@ -667,8 +675,10 @@ func cutoverWorldWith(s *detsim.Sim, mutant string, w *cutoverWindow) *detsim.Vi
 		var decide func()
 		decide = func() {
 			if c.done == nil {
-				if s.Probes()["Cutover.ReverseRefused"] > 0 {
-					in = cutover.Finalize{} // no reverse stream any more: keep the new layout
+				// No reverse stream any more: keep the new layout. A window that reverses
+				// then finalizes does so once its reverse was rolled back.
+				if s.Probes()["Cutover.ReverseRefused"] > 0 || w != nil && w.reverseThenFinalize && s.Probes()["Cutover.ReverseAborted"] > 0 {
+					in = cutover.Finalize{}
 				}
 				c.host.Feed(in)
 				s.After(5000, detsim.Label{Kind: "op", What: "decide"}, decide)

@@ -106,6 +106,111 @@ var CutoverUndo = detsim.Scenario{
 	},
 }
 
+// CutoverLateReverse is the cutover scenario under its faults with, every run, a reverse
+// whose CUTOVER is still on its way when finalize opens the old shards, unless finalize's
+// STOP_TASK of the reverse stream stopped it first. The operator reverses; the reverse's
+// first CUTOVER request is held on its way (its call times out) and every retry is refused
+// (PgDog's admin connections exhausted, 53300), so the reverse rolls back with that
+// CUTOVER still travelling; the operator then finalizes, and d refuses finalize's
+// STOP_TASK one to three times more than Attempts before it takes it. The held CUTOVER
+// arrives at d either between two of those refusals (param land 0) or up to a second after
+// the cutover is done (land 1), while a client writes through d. Finalize's STOP_TASK
+// retried until it succeeds is what keeps converges: given up after Attempts
+// (MutantStopGivesUp), the cutover ends with the stream running, and the CUTOVER landing
+// then takes it. The model's PgDog swaps the database with the reshard one by name, which
+// d's files no longer have once it reloaded the published generation, so d routes the
+// application to no shard at all (the machine's world model, which swaps d to the other
+// layout, shows the same landing as split brain: TestFinalizeStopsTheStreamBeforeTheOldShardsOpen).
+var CutoverLateReverse = detsim.Scenario{
+	Name:   "cutover-late-reverse",
+	Points: slices.Clone(cutoverPoints),
+	Probes: []string{"window.latereverse.held", "window.latereverse.aborted", "window.latereverse.stop_refused",
+		"window.latereverse.landed", "window.latereverse.landed_after_done"},
+	Mutants: Cutover.Mutants,
+	World: func(s *detsim.Sim, mutant string) *detsim.Violation {
+		return cutoverWorldWith(s, mutant, lateReverseWindow(s))
+	},
+}
+
+// lateReverseWindow is CutoverLateReverse's world.
+func lateReverseWindow(s *detsim.Sim) *cutoverWindow {
+	w := &cutoverWindow{reverseThenFinalize: true}
+	afterDone := s.Param("land", s.Intn(2)) == 1
+	var d *model.Router
+	var held *cutover.Cutover
+	attempts, refused, refusals, landAt := 0, 0, 0, 0
+	land := func() {
+		if held == nil || !s.Net.Up(d.Node) {
+			return
+		}
+		task := held.Task
+		held = nil
+		s.Probe("window.latereverse.landed")
+		d.Cutover(task, func(any, error) {}) // its answer goes nowhere: the call timed out long ago
+	}
+	w.options = func(o *cutover.Options, _ int) { attempts = o.Attempts }
+	w.setup = func(f *fleet, c *cutoverRun) {
+		i := routerIndex(f, c.designated)
+		d = f.routers[i]
+		refusals = attempts + int(s.Between(1, 3))
+		landAt = 1 + s.Intn(refusals)
+		closedLoop(f, c, i, "desg", 20_000, 3000)
+		s.OnSpec(func(e machine.SpecEvent) {
+			if e.Spec != cutover.Spec {
+				return
+			}
+			switch e.Action {
+			case "ReverseAborted":
+				if held != nil {
+					s.Probe("window.latereverse.aborted")
+				}
+			case "Done":
+				if afterDone && held != nil {
+					s.After(s.Between(1, 1000), detsim.Label{Kind: "op", To: d.ID, What: "late reverse CUTOVER"}, func() {
+						if held != nil {
+							s.Probe("window.latereverse.landed_after_done")
+						}
+						land()
+					})
+				}
+			}
+		})
+	}
+	w.intercept = func(cmd cutover.Command, back func(cutover.Input)) bool {
+		switch x := cmd.(type) {
+		case cutover.Cutover:
+			if x.Instance != d.ID || !strings.Contains(x.Step, "/reverse1/cutover/") {
+				return false
+			}
+			if held == nil && !strings.Contains(x.Step, "#") {
+				held = &x // on its way: it arrives later (land)
+				s.Probe("window.latereverse.held")
+				s.After(s.Options().Net.CallTimeout, detsim.Label{Kind: "reply", From: d.ID, What: "Cutover timed out"},
+					func() { back(cutover.Reply{Step: x.Step, Err: detsim.ErrIndeterminate}) })
+				return true
+			}
+			refuseAdmin(s, d.ID, "Cutover", func(err error) { back(cutover.Reply{Step: x.Step, Err: err}) })
+			return true
+		case cutover.StopTask:
+			if x.Instance != d.ID || !strings.Contains(x.Step, "/stop/") || strings.Contains(x.Step, "/undo/") ||
+				strings.Contains(x.Step, "/reverse") || refused == refusals {
+				return false
+			}
+			refused++
+			s.Probe("window.latereverse.stop_refused")
+			refuseAdmin(s, d.ID, "StopTask", func(err error) {
+				if !afterDone && refused == landAt {
+					land() // between two refusals: the stream still runs
+				}
+				back(cutover.Reply{Step: x.Step, Err: err})
+			})
+			return true
+		}
+		return false
+	}
+	return w
+}
+
 // undoWindow is CutoverUndo's world.
 func undoWindow(s *detsim.Sim) *cutoverWindow {
 	w := &cutoverWindow{}
@@ -156,6 +261,9 @@ type cutoverWindow struct {
 	answers func(back func(cutover.Input), in cutover.Input)
 	check   func(c *cutoverRun) *detsim.Violation
 	quiet   int64
+	// reverseThenFinalize: the operator reverses, and finalizes once that reverse was
+	// rolled back (a Reverse refused turns into Finalize in every world).
+	reverseThenFinalize bool
 	// violation is the first violation a window's hook saw during the run.
 	violation *detsim.Violation
 }

@@ -88,6 +88,10 @@ var mutants = []mutant{
 	// more times than Attempts before it takes it; given up, the instances resume onto it
 	// fenced.
 	{"cutover-undo", scenario.MutantUndoUnfenceGivesUp, "released-writable", 50},
+	// Finalize's STOP_TASK retried until it succeeds: a rolled-back reverse's CUTOVER still
+	// on its way, d refusing the STOP_TASK more times than Attempts; given up, the landing
+	// after Done takes the running stream and d routes the application nowhere.
+	{"cutover-late-reverse", scenario.MutantStopGivesUp, "converges", 50},
 	// The cutover scenario's window points (issue 20 item 4) open those windows in the
 	// swarm's runs too: a fence failing for good beside a slow one, with answers of earlier
 	// attempts fed again late (backend.fence.fail_slow, ctl.reply.late: a timed-out Fence's
