@@ -104,23 +104,44 @@ func replayRuns(t *testing.T, def int) int {
 }
 
 // modelRuns has the simulator generate runs of main in file (quint run --mbt at seed 1,
-// `runs` runs of at most `steps` steps, then flags) and decodes each state into S (see readITF).
+// `runs` distinct runs of at most `steps` steps, then flags) and decodes each state into S
+// (see readITF). Quint 0.33.0 writes each sampled run twice (run_2k and run_2k+1, equal but
+// for their timestamp), so it is asked for twice as many and the copies are dropped: before
+// that, every replay ran half the distinct runs it said.
 func modelRuns[S any](t *testing.T, file, main string, runs, steps int, flags ...string) []modelRun[S] {
 	t.Helper()
 	if dir := os.Getenv("SPEC_REPLAY_ITF"); dir != "" { // replay saved runs (run_*.itf.json) instead
-		return readRuns[S](t, dir)
+		return distinctRuns(t, readRuns[S](t, dir))
 	}
 	quint := quintPath(t)
 	dir := t.TempDir()
+	n := strconv.Itoa(2 * runs)
 	args := append([]string{"run", file, "--backend=typescript", "--main=" + main, "--seed=1",
-		"--max-samples=" + strconv.Itoa(runs), "--n-traces=" + strconv.Itoa(runs), "--max-steps=" + strconv.Itoa(steps), "--mbt",
+		"--max-samples=" + n, "--n-traces=" + n, "--max-steps=" + strconv.Itoa(steps), "--mbt",
 		"--out-itf=" + filepath.Join(dir, "run_{seq}.itf.json")}, flags...)
 	cmd := exec.CommandContext(t.Context(), quint, args...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "quint run failed:\n%s", out)
 	all := readRuns[S](t, dir)
-	require.Len(t, all, runs, "quint wrote %d ITF runs, not %d:\n%s", len(all), runs, out)
-	return all
+	require.Len(t, all, 2*runs, "quint wrote %d ITF runs, not %d:\n%s", len(all), 2*runs, out)
+	all = distinctRuns(t, all)
+	return all[:min(runs, len(all))]
+}
+
+// distinctRuns drops the runs whose states equal an earlier run's, in file order.
+func distinctRuns[S any](t *testing.T, all []modelRun[S]) []modelRun[S] {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []modelRun[S]
+	for _, r := range all {
+		b, err := json.Marshal(r.States)
+		require.NoError(t, err)
+		if !seen[string(b)] {
+			seen[string(b)] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // readRuns decodes the runs dir holds (run_*.itf.json).
