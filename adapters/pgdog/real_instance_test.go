@@ -321,6 +321,18 @@ func TestRealPgDogCopyDataCutoverStop(t *testing.T) {
 	res, err := i.Stop(ctx, reverse)
 	require.NoError(t, err)
 	require.Equal(t, pgdog.Stopped, res)
+
+	// A CUTOVER of the stopped stream (a rolled-back reverse's, arriving late) is refused
+	// and swaps nothing: finalize's STOP_TASK, retried until it succeeds, rests on this
+	// (machine/cutover's persistent).
+	err = i.Cutover(ctx, reverse)
+	require.Error(t, err, "CUTOVER of a stopped task")
+	t.Logf("CUTOVER of the stopped stream %d: %v", reverse, err)
+	c3 := clientConn(t, p, "app")
+	_, err = c3.Exec(ctx, "INSERT INTO orders (id, v) VALUES (1002, 'after the late CUTOVER')")
+	require.NoError(t, err, p.LogTail())
+	require.Equal(t, []int{int(pghash.ShardOfInt8(1002, 2))}, holders(t, srv, dst, 1002), "the refused CUTOVER left app on the destination")
+	require.Empty(t, holders(t, srv, src, 1002))
 }
 
 // waitTask waits until root task id shows inner status want.
