@@ -505,3 +505,25 @@ func replayCutover(run modelRun[cutState], mu cutover.Mutants) (steps int, err e
 	}
 	return len(states) - 1, nil
 }
+
+// TestModelReplayCutoverReverseAgain replays saved model runs (testdata/cutover-reverse-again,
+// from quint run --mbt at seed 1, 2,400 samples) in which a Reverse follows a rolled-back
+// reverse whose CUTOVER went out and its stream was found finished: the runs the model once
+// refused and the CI-sized replay does not reach. The machine must abandon each such reverse
+// as the model does; trusting the finished stream (StaleReverseTrusted) must fail one.
+func TestModelReplayCutoverReverseAgain(t *testing.T) {
+	runs := readRuns[cutState](t, "testdata/cutover-reverse-again")
+	for _, r := range runs {
+		again := false
+		for i, s := range r.States {
+			again = again || s.Action == "Reverse" && s.S.Reverse && i > 0 && r.States[i-1].S.ReversedOnce
+		}
+		require.True(t, again, "%s: no Reverse after a rolled-back reverse", r.Name)
+		n, err := replayCutover(r, cutover.Mutants{})
+		require.NoError(t, err)
+		require.Equal(t, len(r.States)-1, n, "%s replayed in part", r.Name)
+	}
+	_, err := firstCutoverError(runs, cutover.Mutants{StaleReverseTrusted: true})
+	require.Error(t, err, "machine/cutover trusting a stream an earlier reverse's CUTOVER may have finished replayed every run")
+	t.Logf("StaleReverseTrusted: %s", firstLine(err))
+}
